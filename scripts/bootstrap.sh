@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# Tooling for `make test` and `make demo`, idempotent: the venv with the pinned dev requirements,
+# the containers.podman collection taken from the 'ansible' package on PyPI (Galaxy is not
+# reachable), and the link that lets Ansible find this checkout as gpuhost.inference.
+set -euo pipefail
+# shellcheck source=scripts/lab-env.sh
+. "$(dirname "$0")/lab-env.sh"
+req=$REPO_ROOT/requirements-dev.txt
+stamp=$VENV/.requirements.sha256
+sum=$(sha256sum "$req" | cut -d' ' -f1)
+if [ ! -x "$VENV/bin/python" ] || [ "$(cat "$stamp" 2>/dev/null)" != "$sum" ]; then
+  step "tooling venv $VENV (pip install -r requirements-dev.txt; a minute or two the first time)"
+  python3 -m venv "$VENV"
+  "$VENV/bin/python" -m pip install -q --upgrade pip
+  "$VENV/bin/python" -m pip install -q --progress-bar off -r "$req"
+  echo "$sum" >"$stamp"
+else
+  step "tooling venv up to date"
+fi
+coll=$CACHE_DIR/collections/ansible_collections
+mkdir -p "$coll/gpuhost"
+ln -sfn "$REPO_ROOT" "$coll/gpuhost/inference"
+if [ ! -f "$coll/containers/podman/MANIFEST.json" ]; then
+  step "containers.podman from the 'ansible' package on PyPI (no Galaxy here)"
+  tmp=$(mktemp -d)
+  "$VENV/bin/python" -m pip download -q --no-deps --only-binary=:all: -d "$tmp" 'ansible==12.*'
+  "$VENV/bin/python" - "$tmp" "$coll" <<'PY'
+import glob, sys, zipfile
+whl = glob.glob(sys.argv[1] + "/ansible-*.whl")[0]
+prefix = "ansible_collections/containers/podman/"
+with zipfile.ZipFile(whl) as z:
+    for n in z.namelist():
+        if n.startswith(prefix):
+            z.extract(n, sys.argv[2].rsplit("ansible_collections", 1)[0])
+PY
+  rm -rf "$tmp"
+fi
+step "bootstrap done"
