@@ -1,0 +1,57 @@
+# gpuhost.inference — the two commands: `make demo` (the main job against a local container lab
+# box) and `make test` (everything CI runs). Both bootstrap what they need, idempotently.
+SHELL := /bin/bash
+ENV := set -euo pipefail; . scripts/lab-env.sh;
+SCENARIOS ?= default e2e faults
+
+.PHONY: help bootstrap image wheelhouse-cpu wheelhouse-double wheelhouse model lab \
+        lint unit build molecule test demo demo-down clean
+
+help:
+	@echo "make demo    - build the lab box and run site.yml against it (real vLLM 0.28.0 CPU build)"
+	@echo "make test    - lint, unit tests, collection build, molecule scenarios ($(SCENARIOS))"
+	@echo "make wheelhouse VARIANT=cpu|cuda DEST=dir - offline wheelhouse for vllm_install"
+
+bootstrap:
+	@$(ENV) bash scripts/bootstrap.sh
+
+image: bootstrap
+	@$(ENV) bash scripts/lab-image.sh
+
+wheelhouse-cpu:
+	@$(ENV) bash scripts/wheelhouse.sh cpu "$$WHEELHOUSE_CPU"
+
+wheelhouse-double: bootstrap
+	@$(ENV) bash scripts/wheelhouse.sh double "$$WHEELHOUSE_DOUBLE"
+
+VARIANT ?= cpu
+DEST ?= .cache/wheelhouse/$(VARIANT)
+wheelhouse:
+	@$(ENV) bash scripts/wheelhouse.sh "$(VARIANT)" "$(DEST)"
+
+model: wheelhouse-cpu
+	@$(ENV) bash scripts/tiny-model.sh
+
+lint: bootstrap
+	@$(ENV) bash scripts/test.sh lint
+
+unit: bootstrap
+	@$(ENV) bash scripts/test.sh unit
+
+build: bootstrap
+	@$(ENV) bash scripts/test.sh build
+
+molecule: image wheelhouse-double model
+	@$(ENV) bash scripts/test.sh $(addprefix molecule-,$(SCENARIOS))
+
+test:
+	@$(ENV) bash scripts/test.sh all
+
+demo:
+	@$(ENV) bash scripts/demo.sh
+
+demo-down:
+	@$(ENV) bash scripts/lab-box.sh down gpuhost-demo
+
+clean:
+	rm -rf .cache/venv .cache/collections .cache/dist reports

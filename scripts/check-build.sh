@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# ansible-galaxy collection build, then prove the tarball ships the collection and nothing of
+# the test lab (tests/, molecule/, benchmarks/, .cache/).
+set -euo pipefail
+# shellcheck source=scripts/lab-env.sh
+. "$(dirname "$0")/lab-env.sh"
+out=$CACHE_DIR/dist
+rm -rf "$out"; mkdir -p "$out"
+ansible-galaxy collection build --force --output-path "$out" "$REPO_ROOT"
+tarball=$(ls "$out"/gpuhost-inference-*.tar.gz)
+listing=$(tar -tzf "$tarball")
+for must in galaxy.yml MANIFEST.json README.md meta/runtime.yml roles/nvidia_power/tasks/main.yml \
+            roles/vllm_install/tasks/main.yml roles/vllm_service/tasks/main.yml roles/vllm_verify/tasks/main.yml \
+            plugins/modules/nvidia_gpu_info.py plugins/modules/vllm_probe.py playbooks/site.yml; do
+  grep -qx "$must" <<<"$listing" || { echo "missing from $tarball: $must" >&2; exit 1; }
+done
+if grep -E '^(tests|molecule|benchmarks|\.cache|scripts|reports)/' <<<"$listing"; then
+  echo "test or lab files leaked into $tarball (above)" >&2; exit 1
+fi
+echo "$tarball: $(wc -l <<<"$listing") entries, no test/molecule files"
