@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# `make demo`: the main job, on an embedded default. Builds what it needs (tooling, lab image,
+# CPU wheelhouse, tiny model; all cached), brings up the local container lab box
+# `gpuhost-demo` (systemd, mocked 2x RTX 3090 nvidia-smi), runs site.yml against it with the
+# real vLLM 0.28.0 CPU build, and leaves the server running.
+set -euo pipefail
+# shellcheck source=scripts/lab-env.sh
+. "$(dirname "$0")/lab-env.sh"
+cd "$REPO_ROOT"
+box=gpuhost-demo
+t0=$(date +%s)
+bash scripts/bootstrap.sh
+bash scripts/lab-image.sh
+bash scripts/wheelhouse.sh cpu "$WHEELHOUSE_CPU"
+bash scripts/tiny-model.sh
+step "lab box $box"
+bash scripts/lab-box.sh up "$box" rtx3090x2
+step "ansible-playbook -i inventories/demo site.yml (installs vLLM 0.28.0 CPU build: a few minutes the first time)"
+ansible-playbook -i inventories/demo site.yml "$@"
+latest=$(ls -t reports/"$box"/*.md 2>/dev/null | head -1 || true)
+step "done in $(( $(date +%s) - t0 )) s"
+if [ -n "$latest" ]; then
+  echo "Verification report: $latest (JSON beside it)"
+  echo
+  cat "$latest"
+fi
+cat <<EOT
+
+vLLM 0.28.0 is serving in the lab box $box on 127.0.0.1:8000 (the box has no network of its
+own; reach the API from inside it):
+  scripts/lab-api.sh $box /v1/models
+  scripts/lab-api.sh $box /v1/completions '{"model": "tiny-qwen3", "prompt": "def add(a, b):", "max_tokens": 32}'
+  podman exec $box journalctl -u vllm -n 30        (with: . scripts/lab-env.sh)
+Switch profile: set vllm_service_profile (lab | lab_seqs2 | ...) in inventories/demo/group_vars/gpu_servers.yml
+and run 'make demo' again, or on the box:
+  podman exec $box sh -c "sed -i 's/^VLLM_PROFILE=.*/VLLM_PROFILE=lab_seqs2/' /etc/default/vllm && systemctl restart vllm"
+Stop it: make demo-down
+EOT
