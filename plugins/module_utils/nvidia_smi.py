@@ -1,0 +1,386 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, gpuhost.inference contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The one place where this collection builds nvidia-smi command lines and parses their output.
+
+Works inside an Ansible module (``runner=module.run_command``) and standalone (``subprocess``,
+for benchmark scripts); it needs nothing but the Python standard library and never imports
+AnsibleModule.
+
+    smi = NvidiaSmi("/usr/bin/nvidia-smi", runner=module.run_command)
+    smi.gpu_info()                      # list of fact dicts, see GPU_INFO_FIELDS
+    smi.query(["index", "power.draw"])  # [{"index": 0, "power.draw": 80.75}]
+    with smi.sampler(interval_ms=200) as sampler:
+        ...                             # load
+    sampler.summary()                   # {"0": {"mean_w", "max_w", "samples", "energy_j", ...}}
+"""
+from __future__ import annotations
+
+import csv
+import datetime
+import re
+import subprocess
+import threading
+import time
+
+__all__ = [
+    "GPU_INFO_FIELDS",
+    "NvidiaSmi",
+    "NvidiaSmiError",
+    "PowerSampler",
+    "parse_csv",
+    "parse_value",
+    "parse_timestamp",
+]
+
+# --query-gpu field -> fact key returned by gpu_info() (and by the nvidia_gpu_info module).
+GPU_INFO_FIELDS = (
+    ("index", "index"),
+    ("uuid", "uuid"),
+    ("name", "name"),
+    ("pci.bus_id", "pci_bus_id"),
+    ("driver_version", "driver_version"),
+    ("persistence_mode", "persistence_mode"),
+    ("power.management", "power_management"),
+    ("power.draw", "power_draw_w"),
+    ("power.limit", "power_limit_w"),
+    ("enforced.power.limit", "enforced_power_limit_w"),
+    ("power.default_limit", "default_power_limit_w"),
+    ("power.min_limit", "min_power_limit_w"),
+    ("power.max_limit", "max_power_limit_w"),
+    ("memory.total", "memory_total_mib"),
+)
+_FLOAT_FACTS = {
+    "power_draw_w", "power_limit_w", "enforced_power_limit_w", "default_power_limit_w",
+    "min_power_limit_w", "max_power_limit_w",
+}
+_INT_FACTS = {"index", "memory_total_mib"}
+
+# Fields whose values stay text even when they look like numbers.
+STRING_FIELDS = frozenset((
+    "timestamp", "driver_version", "name", "gpu_name", "serial", "gpu_serial", "uuid", "gpu_uuid",
+    "pci.bus_id", "gpu_bus_id", "pci.domain", "pci.bus", "pci.device", "pci.device_id",
+    "pci.sub_device_id", "vbios_version", "compute_cap", "pstate", "persistence_mode",
+    "power.management", "compute_mode", "display_active", "display_mode", "mig.mode.current",
+    "mig.mode.pending", "ecc.mode.current", "ecc.mode.pending", "inforom.img", "inforom.image",
+))
+
+# What nvidia-smi prints instead of a value it cannot give.
+_UNAVAILABLE = re.compile(r"^\[?(N/A|Not Supported|Unknown Error|Insufficient Permissions|GPU requires reset|Not Available)\]?$", re.I)
+_INT = re.compile(r"^-?\d+$")
+_FLOAT = re.compile(r"^-?\d+\.\d*$")
+_UNIT = re.compile(r"^(-?\d+(?:\.\d*)?) (W|MiB|%|MHz|C|sec)$")
+
+NO_DEVICES = "No devices were found"
+RC_NO_DEVICES = 6
+RC_DRIVER = 9
+TIMESTAMP_FORMAT = "%Y/%m/%d %H:%M:%S.%f"
+
+
+class NvidiaSmiError(Exception):
+    """nvidia-smi could not be run or answered with an error.
+
+    ``rc`` is None when the program could not be started at all.
+    """
+
+    def __init__(self, msg, rc=None, stdout="", stderr=""):
+        super().__init__(msg)
+        self.msg = msg
+        self.rc = rc
+        self.stdout = stdout or ""
+        self.stderr = stderr or ""
+
+    @property
+    def no_devices(self):
+        return self.rc == RC_NO_DEVICES or NO_DEVICES in self.stdout + self.stderr
+
+    @property
+    def output(self):
+        return "\n".join(t.strip() for t in (self.stdout, self.stderr) if t and t.strip())
+
+    def to_dict(self):
+        return {"msg": self.msg, "rc": self.rc, "stdout": self.stdout, "stderr": self.stderr}
+
+
+def parse_value(text, field=None):
+    """One CSV cell -> None (N/A and friends), int, float or str.
+
+    Units (``80.75 W``, ``143771 MiB``) are dropped, so csv output with or without
+    ``nounits`` gives the same values. Fields in STRING_FIELDS stay text.
+    """
+    text = text.strip()
+    if _UNAVAILABLE.match(text):
+        return None
+    if field in STRING_FIELDS:
+        return text
+    unit = _UNIT.match(text)
+    if unit:
+        text = unit.group(1)
+    if _INT.match(text):
+        return int(text)
+    if _FLOAT.match(text):
+        return float(text)
+    return text
+
+
+def parse_csv(text, fields, header=False):
+    """Rows of ``--format=csv[,noheader][,nounits]`` output -> list of dicts keyed by ``fields``."""
+    lines = [line for line in text.splitlines() if line.strip()]
+    if header and lines:
+        lines = lines[1:]
+    rows = []
+    for cells in csv.reader(lines, skipinitialspace=True):
+        if len(cells) != len(fields):
+            raise NvidiaSmiError(
+                "unexpected nvidia-smi output: %d values for %d fields in %r" % (len(cells), len(fields), ", ".join(cells)),
+                stdout=text,
+            )
+        rows.append({field: parse_value(cell, field) for field, cell in zip(fields, cells)})
+    return rows
+
+
+def parse_timestamp(text):
+    """``2026/12/02 14:39:51.056`` -> seconds since the epoch (local time), or None."""
+    try:
+        return datetime.datetime.strptime(text.strip(), TIMESTAMP_FORMAT).timestamp()
+    except (TypeError, ValueError):
+        return None
+
+
+def _subprocess_runner(timeout):
+    def run(args):
+        try:
+            proc = subprocess.run(args, capture_output=True, text=True, timeout=timeout, check=False)
+        except FileNotFoundError as exc:
+            raise NvidiaSmiError("nvidia-smi not found: %s (%s)" % (args[0], exc.strerror)) from exc
+        except PermissionError as exc:
+            raise NvidiaSmiError("nvidia-smi cannot be run: %s (%s)" % (args[0], exc.strerror)) from exc
+        except subprocess.TimeoutExpired as exc:
+            raise NvidiaSmiError("nvidia-smi did not answer within %ss: %s" % (timeout, " ".join(args))) from exc
+        return proc.returncode, proc.stdout, proc.stderr
+    return run
+
+
+def _gpu_list(gpus):
+    if gpus is None:
+        return None
+    if isinstance(gpus, (int, str)):
+        gpus = [gpus]
+    gpus = [str(g) for g in gpus]
+    if not gpus:
+        return None
+    return ",".join(gpus)
+
+
+class NvidiaSmi:
+    """A thin client for the nvidia-smi CLI.
+
+    ``runner(args) -> (rc, stdout, stderr)``; an AnsibleModule's ``run_command`` fits. Without
+    one, ``subprocess`` runs the program with ``timeout`` seconds to answer.
+    """
+
+    def __init__(self, path="nvidia-smi", runner=None, timeout=60):
+        self.path = path
+        self.timeout = timeout
+        self.runner = runner or _subprocess_runner(timeout)
+
+    # -- command lines (built here only) --------------------------------------------------
+    def _ids(self, gpus):
+        ids = _gpu_list(gpus)
+        return ["-i", ids] if ids else []
+
+    def query_cmd(self, fields, gpus=None, units=False, header=False, loop_ms=None):
+        fmt = "csv" + ("" if header else ",noheader") + ("" if units else ",nounits")
+        cmd = [self.path] + self._ids(gpus) + ["--query-gpu=" + ",".join(fields), "--format=" + fmt]
+        if loop_ms is not None:
+            cmd += ["-lms", str(int(loop_ms))]
+        return cmd
+
+    def power_limit_cmd(self, watts, gpus=None):
+        """``nvidia-smi -i 0,1 -pl 250`` (a whole number of watts prints without decimals)."""
+        value = float(watts)
+        text = str(int(value)) if value.is_integer() else ("%.2f" % value).rstrip("0")
+        return [self.path] + self._ids(gpus) + ["-pl", text]
+
+    def persistence_mode_cmd(self, enabled, gpus=None):
+        return [self.path] + self._ids(gpus) + ["-pm", "1" if enabled else "0"]
+
+    def list_cmd(self):
+        return [self.path, "-L"]
+
+    # -- running ----------------------------------------------------------------------------
+    def run(self, args, check=True):
+        """Run ``args`` (a full command line from one of the *_cmd methods)."""
+        rc, out, err = self.runner(args)
+        out = out or ""
+        err = err or ""
+        if check and rc != 0:
+            raise NvidiaSmiError(self._describe(args, rc, out, err), rc=rc, stdout=out, stderr=err)
+        return rc, out, err
+
+    @staticmethod
+    def _describe(args, rc, out, err):
+        text = " / ".join(t.strip().replace("\n", " / ") for t in (out, err) if t and t.strip())
+        if rc == RC_NO_DEVICES or NO_DEVICES in out + err:
+            what = "nvidia-smi reports no GPUs"
+        elif rc == RC_DRIVER:
+            what = "nvidia-smi cannot talk to the NVIDIA driver"
+        else:
+            what = "nvidia-smi failed"
+        return "%s (rc=%s, command: %s): %s" % (what, rc, " ".join(args), text or "no output")
+
+    def query(self, fields, gpus=None):
+        """``--query-gpu`` -> list of dicts keyed by the requested field names."""
+        fields = list(fields)
+        _rc, out, _err = self.run(self.query_cmd(fields, gpus))
+        return parse_csv(out, fields)
+
+    def gpu_info(self, gpus=None):
+        """One fact dict per GPU (keys: the second column of GPU_INFO_FIELDS)."""
+        fields = [f for f, _k in GPU_INFO_FIELDS]
+        facts = []
+        for row in self.query(fields, gpus):
+            item = {}
+            for field, key in GPU_INFO_FIELDS:
+                value = row[field]
+                if value is not None and key in _FLOAT_FACTS:
+                    value = float(value)
+                elif value is not None and key in _INT_FACTS:
+                    value = int(value)
+                elif value is not None and not isinstance(value, str):
+                    value = str(value)
+                item[key] = value
+            facts.append(item)
+        return facts
+
+    def set_power_limit(self, watts, gpus=None):
+        return self.run(self.power_limit_cmd(watts, gpus))
+
+    def set_persistence_mode(self, enabled, gpus=None):
+        return self.run(self.persistence_mode_cmd(enabled, gpus))
+
+    def sampler(self, fields=None, interval_ms=200, gpus=None):
+        return PowerSampler(self, fields=fields, interval_ms=interval_ms, gpus=gpus)
+
+
+class PowerSampler:
+    """Reads ``nvidia-smi --query-gpu=timestamp,index,power.draw ... -lms N`` in a thread.
+
+    ``start()`` launches it, ``stop()`` ends it and returns the samples (dicts of the fields,
+    plus ``t``: seconds since the epoch from the row's timestamp, or the time it was read),
+    ``summary()`` gives per GPU (keyed by the index as a string, as it reads in JSON):
+    ``mean_w``, ``max_w``, ``min_w``, ``samples``, ``duration_s`` and ``energy_j`` (trapezoid
+    rule over the timestamps). Rows with an unavailable power value are kept but not counted.
+    ``error`` holds a message when nvidia-smi ended by itself with an error.
+    """
+
+    REQUIRED = ("timestamp", "index", "power.draw")
+
+    def __init__(self, smi, fields=None, interval_ms=200, gpus=None, popen=subprocess.Popen):
+        fields = list(fields or ())
+        self.fields = list(self.REQUIRED) + [f for f in fields if f not in self.REQUIRED]
+        self.smi = smi
+        self.interval_ms = int(interval_ms)
+        self.gpus = gpus
+        self.popen = popen
+        self.samples = []
+        self.error = None
+        self._proc = None
+        self._thread = None
+        self._stderr = ""
+        self._lock = threading.Lock()
+
+    @property
+    def command(self):
+        return self.smi.query_cmd(self.fields, self.gpus, loop_ms=self.interval_ms)
+
+    def start(self):
+        if self._proc is not None:
+            raise NvidiaSmiError("power sampler already started")
+        try:
+            self._proc = self.popen(
+                self.command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, bufsize=1,
+            )
+        except OSError as exc:
+            raise NvidiaSmiError("nvidia-smi cannot be started: %s (%s)" % (self.smi.path, exc)) from exc
+        self._thread = threading.Thread(target=self._read, name="nvidia-smi-power-sampler", daemon=True)
+        self._thread.start()
+        return self
+
+    def _read(self):
+        for line in self._proc.stdout:
+            if not line.strip():
+                continue
+            try:
+                row = parse_csv(line, self.fields)[0]
+            except NvidiaSmiError:
+                # an error message instead of a row: keep it for the report
+                self._stderr += line
+                continue
+            stamp = parse_timestamp(row["timestamp"]) if isinstance(row["timestamp"], str) else None
+            row["t"] = stamp if stamp is not None else time.time()
+            with self._lock:
+                self.samples.append(row)
+
+    def stop(self, timeout=5.0):
+        """Stop nvidia-smi (terminate, then kill) and return the samples."""
+        proc = self._proc
+        if proc is None:
+            return []
+        rc = proc.poll()
+        if rc is None:
+            proc.terminate()
+            try:
+                proc.wait(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(timeout=timeout)
+        elif rc != 0:
+            err = ""
+            if proc.stderr is not None:
+                err = proc.stderr.read() or ""
+            self.error = NvidiaSmi._describe(self.command, rc, self._stderr, err)
+        if self._thread is not None:
+            self._thread.join(timeout)
+        for stream in (proc.stdout, proc.stderr):
+            if stream is not None:
+                stream.close()
+        with self._lock:
+            return list(self.samples)
+
+    def __enter__(self):
+        return self.start()
+
+    def __exit__(self, *exc):
+        self.stop()
+        return False
+
+    def summary(self):
+        with self._lock:
+            samples = list(self.samples)
+        return summarize(samples)
+
+
+def summarize(samples):
+    """Per-GPU power statistics of sampler rows (see PowerSampler)."""
+    per_gpu = {}
+    for row in samples:
+        if row.get("index") is None or not isinstance(row.get("power.draw"), (int, float)):
+            continue
+        per_gpu.setdefault(str(row["index"]), []).append((row["t"], float(row["power.draw"])))
+    result = {}
+    for index, points in sorted(per_gpu.items(), key=lambda kv: int(kv[0]) if kv[0].isdigit() else kv[0]):
+        points.sort(key=lambda p: p[0])
+        watts = [p[1] for p in points]
+        energy = 0.0
+        for (t0, p0), (t1, p1) in zip(points, points[1:]):
+            energy += (t1 - t0) * (p0 + p1) / 2.0
+        result[index] = {
+            "mean_w": round(sum(watts) / len(watts), 3),
+            "max_w": max(watts),
+            "min_w": min(watts),
+            "samples": len(watts),
+            "duration_s": round(points[-1][0] - points[0][0], 3),
+            "energy_j": round(energy, 3),
+        }
+    return result

@@ -1,0 +1,231 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, gpuhost.inference contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+---
+module: nvidia_gpu_info
+short_description: Read the NVIDIA GPUs of a host and their power limits from nvidia-smi
+version_added: "1.0.0"
+description:
+  - Runs C(nvidia-smi --query-gpu=... --format=csv,noheader,nounits) once and returns one entry per GPU
+    with its index, UUID, name, PCI bus id, driver version, persistence mode, power management state,
+    power draw, requested and enforced power limits, default/min/max power limits and total memory.
+  - Read-only; changes nothing on the host and runs the same in check mode.
+  - Fails with a clear message when nvidia-smi is missing, cannot talk to the driver, reports no
+    devices, or when O(gpus) names an index that is not present.
+author:
+  - gpuhost.inference contributors
+options:
+  nvidia_smi_path:
+    description:
+      - The nvidia-smi program, either a name looked up on the E(PATH) (plus C(/usr/bin) and C(/usr/local/bin))
+        or a path to it.
+    type: str
+    default: nvidia-smi
+  gpus:
+    description:
+      - Only return these GPU indexes (in the order given). All GPUs when omitted or empty.
+      - An index that is not present fails the task, naming it and listing the indexes that are.
+    type: list
+    elements: int
+attributes:
+  check_mode:
+    support: full
+  diff_mode:
+    support: none
+notes:
+  - Values that nvidia-smi reports as C([N/A]) or C([Not Supported]) are returned as V(null).
+  - O(gpus) is applied after one query of all GPUs, so an unknown index gives the list of present ones
+    instead of nvidia-smi's bare C(No devices were found).
+seealso:
+  - name: nvidia-smi documentation
+    description: The NVIDIA System Management Interface.
+    link: https://docs.nvidia.com/deploy/nvidia-smi/index.html
+"""
+
+EXAMPLES = r"""
+- name: Read the GPUs
+  gpuhost.inference.nvidia_gpu_info:
+  register: __nvidia_power_gpu_info
+
+- name: Show the enforced limit of each GPU
+  ansible.builtin.debug:
+    msg: "GPU {{ item.index }} ({{ item.name }}): {{ item.enforced_power_limit_w }} W"
+  loop: "{{ __nvidia_power_gpu_info.gpus }}"
+
+- name: Read only GPUs 0 and 1, with nvidia-smi at a fixed path
+  gpuhost.inference.nvidia_gpu_info:
+    nvidia_smi_path: /usr/bin/nvidia-smi
+    gpus: [0, 1]
+  register: __nvidia_power_gpu_info
+"""
+
+RETURN = r"""
+gpus:
+  description: One entry per GPU, in nvidia-smi's order (or the order of O(gpus)).
+  returned: success
+  type: list
+  elements: dict
+  contains:
+    index:
+      description: Zero-based GPU index.
+      type: int
+      sample: 0
+    uuid:
+      description: GPU UUID.
+      type: str
+      sample: GPU-1b80dd3e-e53f-bb17-9c6f-1f1f6a19254c
+    name:
+      description: Product name.
+      type: str
+      sample: NVIDIA H200
+    pci_bus_id:
+      description: PCI bus id as domain:bus:device.function.
+      type: str
+      sample: "00000000:00:06.0"
+    driver_version:
+      description: NVIDIA driver version.
+      type: str
+      sample: "580.159.04"
+    persistence_mode:
+      description: V(Enabled) or V(Disabled); V(null) where not available.
+      type: str
+      sample: Enabled
+    power_management:
+      description: Power management state as nvidia-smi reports it (for example V(Enabled)); V(null) where not available.
+      type: str
+      sample: Enabled
+    power_draw_w:
+      description: Current board power draw in watts (V(null) where not available).
+      type: float
+      sample: 80.76
+    power_limit_w:
+      description: Requested (software) power limit in watts, C(power.limit).
+      type: float
+      sample: 700.0
+    enforced_power_limit_w:
+      description: Enforced power limit in watts, C(enforced.power.limit); may be lower than the requested one.
+      type: float
+      sample: 700.0
+    default_power_limit_w:
+      description: Default power limit in watts (what the driver restores on reload).
+      type: float
+      sample: 700.0
+    min_power_limit_w:
+      description: Lowest power limit that can be set, in watts.
+      type: float
+      sample: 200.0
+    max_power_limit_w:
+      description: Highest power limit that can be set, in watts.
+      type: float
+      sample: 700.0
+    memory_total_mib:
+      description: Total GPU memory in MiB.
+      type: int
+      sample: 143771
+  sample:
+    - index: 0
+      uuid: GPU-1b80dd3e-e53f-bb17-9c6f-1f1f6a19254c
+      name: NVIDIA H200
+      pci_bus_id: "00000000:00:06.0"
+      driver_version: "580.159.04"
+      persistence_mode: Enabled
+      power_management: Enabled
+      power_draw_w: 80.76
+      power_limit_w: 700.0
+      enforced_power_limit_w: 700.0
+      default_power_limit_w: 700.0
+      min_power_limit_w: 200.0
+      max_power_limit_w: 700.0
+      memory_total_mib: 143771
+driver_version:
+  description: The driver version (of the first GPU returned).
+  returned: success
+  type: str
+  sample: "580.159.04"
+gpu_count:
+  description: Number of entries in RV(gpus).
+  returned: success
+  type: int
+  sample: 2
+nvidia_smi_path:
+  description: The nvidia-smi program that was run, as resolved.
+  returned: success
+  type: str
+  sample: /usr/bin/nvidia-smi
+"""
+
+import os
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.gpuhost.inference.plugins.module_utils.nvidia_smi import (
+    NvidiaSmi,
+    NvidiaSmiError,
+)
+
+EXTRA_DIRS = ["/usr/bin", "/usr/local/bin"]
+
+
+def resolve_path(module, name):
+    if os.sep in name:
+        if os.path.isfile(name) and os.access(name, os.X_OK):
+            return name
+        module.fail_json(msg="nvidia_smi_path %r: no such executable file (is the NVIDIA driver installed?)" % name)
+    path = module.get_bin_path(name, required=False, opt_dirs=EXTRA_DIRS)
+    if not path:
+        module.fail_json(
+            msg="nvidia_smi_path %r: not found on PATH or in %s; install the NVIDIA driver or set nvidia_smi_path"
+            % (name, ", ".join(EXTRA_DIRS))
+        )
+    return path
+
+
+def select(module, gpus, wanted):
+    if not wanted:
+        return gpus
+    by_index = {g["index"]: g for g in gpus}
+    missing = [i for i in wanted if i not in by_index]
+    if missing:
+        module.fail_json(
+            msg="gpus: GPU index %s not present on this host; present: %s"
+            % (", ".join(str(i) for i in missing), ", ".join(str(i) for i in sorted(by_index)) or "none"),
+            gpus=gpus,
+        )
+    chosen = []
+    for index in wanted:
+        if by_index[index] not in chosen:
+            chosen.append(by_index[index])
+    return chosen
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=dict(
+            nvidia_smi_path=dict(type="str", default="nvidia-smi"),
+            gpus=dict(type="list", elements="int"),
+        ),
+        supports_check_mode=True,
+    )
+    path = resolve_path(module, module.params["nvidia_smi_path"])
+    smi = NvidiaSmi(path, runner=module.run_command)
+    try:
+        gpus = smi.gpu_info()
+    except NvidiaSmiError as exc:
+        module.fail_json(msg=exc.msg, rc=exc.rc, stdout=exc.stdout, stderr=exc.stderr)
+    if not gpus:
+        module.fail_json(msg="nvidia-smi (%s) listed no GPUs" % path)
+    gpus = select(module, gpus, module.params["gpus"])
+    module.exit_json(
+        changed=False,
+        gpus=gpus,
+        driver_version=gpus[0]["driver_version"],
+        gpu_count=len(gpus),
+        nvidia_smi_path=path,
+    )
+
+
+if __name__ == "__main__":
+    main()
