@@ -1,0 +1,1 @@
+"""Internals of the vLLM test double (gpuhost-vllm-double)."""
