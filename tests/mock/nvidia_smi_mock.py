@@ -586,9 +586,11 @@ def cmd_query_gpu(state, gpus, opts, out):
     if not noheader:
         out.write(", ".join(e[0] + (" [%s]" % e[2] if e[2] else "") for e in entries) + "\n")
     rounds = 0
-    start = time.monotonic()
+    start = None
     while True:
         busy = load.busy() if needs_draw else 0.0
+        if start is None:
+            start = time.monotonic()
         ctx = {
             "state": state,
             "timestamp": timestamp(),
