@@ -171,6 +171,22 @@ class ServerArgs:
     enable_prefix_caching: bool = True
     raw: dict[str, Any] = field(default_factory=dict)
 
+    def non_default(self) -> dict[str, Any]:
+        """The options given, typed as vLLM logs them ("non-default args: {...}")."""
+        out: dict[str, Any] = {}
+        for key, value in self.raw.items():
+            if isinstance(value, str):
+                for kind in (int, float):
+                    try:
+                        value = kind(value)
+                        break
+                    except ValueError:
+                        continue
+            out[key] = value
+        if "speculative_config" in out:
+            out["speculative_config"] = self.speculative_config
+        return out
+
     @property
     def names(self) -> list[str]:
         return self.served_model_name or [self.model]

@@ -31,6 +31,7 @@ from vllm._double import config as cfg
 from vllm._double.engine import Engine, Sequence, Speeds
 
 VERSION = _vllm.__version__  # the dist version (0.28.0 unless built otherwise); /version answers it
+FINGERPRINT = f"vllm-{VERSION}-{uuid.uuid4().hex[:8]}"
 ENGINE_DEAD_MESSAGE = "EngineCore encountered an issue. See stack trace (above) for the root cause."
 TTFT_BUCKETS = (0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5,
                 5.0, 7.5, 10.0, 20.0, 40.0, 80.0, 160.0, 640.0, 2560.0)
@@ -40,7 +41,7 @@ _LOG_LOCK = threading.Lock()
 
 
 def log(level: str, where: str, message: str, proc: str = "APIServer") -> None:
-    pid = _PID if proc == "APIServer" else _PID + 1
+    pid = _PID + {"APIServer": 0, "EngineCore": 1, "Worker": 2}.get(proc, 3)
     stamp = time.strftime("%m-%d %H:%M:%S")
     with _LOG_LOCK:
         for line in message.split("\n"):
@@ -49,7 +50,7 @@ def log(level: str, where: str, message: str, proc: str = "APIServer") -> None:
 
 
 def raw_log(line: str, proc: str = "APIServer") -> None:
-    pid = _PID if proc == "APIServer" else _PID + 1
+    pid = _PID + {"APIServer": 0, "EngineCore": 1, "Worker": 2}.get(proc, 3)
     with _LOG_LOCK:
         sys.stderr.write(f"({proc} pid={pid}) {line}\n")
         sys.stderr.flush()
@@ -90,6 +91,8 @@ class State:
         self.max_concurrency = 0.0
         self.spec_tokens = 0
         self.created = int(time.time())
+        self.created_at = time.time()
+        self.block_size_given = "block_size" in args.raw
 
     def observe_ttft(self, seconds: float) -> None:
         with self.lock:
@@ -138,25 +141,29 @@ def kv_pool(args: cfg.ServerArgs, environ) -> tuple[int, float]:
 
 def startup(state: State) -> None:
     args, environ = state.args, state.environ
-    log("INFO", "api_server.py:1916", f"vLLM API server version {VERSION}")
-    non_default = {k: v for k, v in args.raw.items() if k not in ("config",)}
-    log("INFO", "utils.py:328", f"non-default args: {non_default!r}")
+    banner = ["", "       █     █     █▄   ▄█",
+              f" ▄▄ ▄█ █     █     █ ▀▄▀ █  version {VERSION}",
+              f"  █▄█▀ █     █     █     █  model   {args.model}",
+              "   ▀▀  ▀▀▀▀▀ ▀▀▀▀▀ ▀     ▀", ""]
+    for line in banner:
+        log("INFO", "api_utils.py:333", line)
+    log("INFO", "api_utils.py:272", f"non-default args: {args.non_default()!r}")
     hf_config = model_config(args.model)
     arch = (hf_config.get("architectures") or ["LlamaForCausalLM"])[0]
     derived = int(hf_config.get("max_position_embeddings") or 2048)
-    log("INFO", "model.py:560", f"Resolved architecture: {arch}")
+    log("INFO", "model.py:672", f"Resolved architecture: {arch}")
     max_model_len = args.max_model_len or derived
     if max_model_len > derived:
         log("WARNING", "model.py:2025",
             f"User-specified max_model_len ({max_model_len}) is greater than the derived "
             f"max_model_len (max_position_embeddings={derived} in model's config.json). "
             "The test double serves it anyway.")
-    log("INFO", "model.py:1670", f"Using max model len {max_model_len}")
+    log("INFO", "model.py:1965", f"Using max model len {max_model_len}")
     mnbt = args.max_num_batched_tokens or max(8192, 2048)
-    log("INFO", "scheduler.py:231", f"Chunked prefill is enabled with max_num_batched_tokens={mnbt}.")
+    log("INFO", "scheduler.py:242", f"Chunked prefill is enabled with max_num_batched_tokens={mnbt}.")
     spec = args.speculative_config or {}
     state.spec_tokens = int(spec.get("num_speculative_tokens", 0) or 0) if spec else 0
-    log("INFO", "core.py:94",
+    log("INFO", "core.py:122",
         f"Initializing a V1 LLM engine (v{VERSION}) with config: model='{args.model}', "
         f"speculative_config={spec or None}, tokenizer='{args.model}', "
         f"max_seq_len={max_model_len}, tensor_parallel_size={args.tensor_parallel_size}, "
@@ -174,7 +181,7 @@ def startup(state: State) -> None:
     tokens, gib = kv_pool(args, environ)
     if args.kv_cache_memory_bytes:
         log("INFO", "gpu_worker.py:558",
-            f"Explicitly set {args.kv_cache_memory_bytes / 2**30:.2f} GiB for KV cache.", proc="EngineCore")
+            f"Explicitly set {args.kv_cache_memory_bytes / 2**30:.2f} GiB for KV cache.", proc="Worker")
     else:
         log("INFO", "gpu_worker.py:579", f"Available KV cache memory: {gib:.2f} GiB", proc="EngineCore")
     if tokens < max_model_len:
@@ -344,7 +351,7 @@ class Handler(BaseHTTPRequestHandler):
                 "id": name, "object": "model", "created": st.created, "owned_by": "vllm",
                 "root": st.args.model, "parent": None, "max_model_len": st.max_model_len,
                 "permission": [{
-                    "id": f"modelperm-{uuid.uuid4().hex}", "object": "model_permission",
+                    "id": f"modelperm-{uuid.uuid4().hex[:16]}", "object": "model_permission",
                     "created": st.created, "allow_create_engine": False, "allow_sampling": True,
                     "allow_logprobs": True, "allow_search_indices": False, "allow_view": True,
                     "allow_fine_tuning": False, "organization": "*", "group": None,
@@ -395,7 +402,7 @@ class Handler(BaseHTTPRequestHandler):
         check_length(st, tokens, max_tokens or 0)
         if max_tokens is None:
             max_tokens = st.max_model_len - tokens
-        request_id = f"cmpl-{uuid.uuid4().hex}"
+        request_id = f"cmpl-{uuid.uuid4().hex[:16]}"
         seq = st.engine.submit(Sequence(request_id, tokens, max_tokens, seed=json.dumps(prompt)[:4096]))
         with st.lock:
             st.prompt_tokens_total += tokens
@@ -440,7 +447,8 @@ class Handler(BaseHTTPRequestHandler):
                      "model": model_name, "choices": [],
                      "usage": {"prompt_tokens": seq.prompt_tokens,
                                "total_tokens": seq.prompt_tokens + seq.generated,
-                               "completion_tokens": seq.generated}}
+                               "completion_tokens": seq.generated},
+                     "system_fingerprint": FINGERPRINT}
             self._chunk(f"data: {json.dumps(usage, separators=(',', ':'))}\n\n")
         self._chunk("data: [DONE]\n\n")
         self.wfile.write(b"0\r\n\r\n")
@@ -464,7 +472,7 @@ class Handler(BaseHTTPRequestHandler):
             "choices": [{"index": 0, "text": "".join(text), "logprobs": None,
                          "finish_reason": finish, "stop_reason": None,
                          "prompt_logprobs": None}],
-            "service_tier": None, "system_fingerprint": None,
+            "service_tier": None, "system_fingerprint": FINGERPRINT,
             "usage": {"prompt_tokens": seq.prompt_tokens,
                       "total_tokens": seq.prompt_tokens + seq.generated,
                       "completion_tokens": seq.generated, "prompt_tokens_details": None},
@@ -487,23 +495,25 @@ def _fmt(value: float) -> str:
 
 
 def cache_config_labels(state: State) -> dict[str, str]:
-    """Labels of vllm:cache_config_info: CacheConfig's fields as strings (vLLM 0.28.0)."""
+    """Labels of vllm:cache_config_info: CacheConfig.__dict__ as strings, plus engine
+    (the label set of tests/fixtures/vllm-0.28.0/metrics.txt)."""
     a = state.args
     return {
+        "_block_size_resolved": "True",
         "block_size": str(a.block_size),
         "cache_dtype": "auto",
-        "calculate_kv_scales": "False",
-        "cpu_kvcache_space_bytes": "None",
         "enable_prefix_caching": str(a.enable_prefix_caching),
         "engine": "0",
         "gpu_memory_utilization": str(a.gpu_memory_utilization),
         "is_attention_free": "False",
+        "kv_cache_dtype_skip_layers": "[]",
         "kv_cache_max_concurrency": str(state.max_concurrency),
         "kv_cache_memory_bytes": str(a.kv_cache_memory_bytes),
         "kv_cache_size_tokens": str(state.kv_tokens),
         "kv_offloading_backend": "native",
         "kv_offloading_size": "None",
         "kv_sharing_fast_prefill": "False",
+        "mamba_block_size": "None",
         "mamba_cache_dtype": "auto",
         "mamba_cache_mode": "none",
         "mamba_page_size_padded": "None",
@@ -512,9 +522,13 @@ def cache_config_labels(state: State) -> dict[str, str]:
         "num_gpu_blocks": str(state.num_blocks),
         "num_gpu_blocks_override": "None",
         "prefix_caching_hash_algo": "sha256",
+        "prefix_match_unit": "None",
+        "replayssm_buffer_len": "16",
+        "skip_page_size_padded": "None",
         "sliding_window": "None",
-        "swap_space": "4",
-        "user_specified_block_size": "False",
+        "use_replayssm": "False",
+        "user_specified_block_size": str(state.block_size_given),
+        "user_specified_mamba_block_size": "False",
     }
 
 
@@ -533,6 +547,13 @@ def metrics_text(state: State) -> str:
         out.append(f"# TYPE {name} {kind}")
         for suffix, labels, value in samples:
             out.append(f"{name}{suffix}{_labels(labels)} {_fmt(value)}")
+        if kind in ("counter", "histogram"):  # prometheus_client's *_created companion
+            stem = name[: -len("_total")] if name.endswith("_total") else name
+            created = {tuple(sorted((k, v) for k, v in lab.items() if k != "le")) for _, lab, _ in samples}
+            out.append(f"# HELP {stem}_created {doc}")
+            out.append(f"# TYPE {stem}_created gauge")
+            for labels in sorted(created):
+                out.append(f"{stem}_created{_labels(dict(labels))} {state.created_at:.16g}")
 
     metric("vllm:num_requests_running", "gauge", "Number of requests in model execution batches.",
            [("", base, running)])
@@ -573,7 +594,7 @@ def stats_logger(state: State, interval: float = 10.0) -> None:
         running, waiting = state.engine.counts()
         if prompt != last_prompt or gen != last_gen or running or waiting:
             span = max(now - last, 1e-6)
-            log("INFO", "loggers.py:259",
+            log("INFO", "loggers.py:310",
                 f"Engine 000: Avg prompt throughput: {(prompt - last_prompt) / span:.1f} tokens/s, "
                 f"Avg generation throughput: {(gen - last_gen) / span:.1f} tokens/s, "
                 f"Running: {running} reqs, Waiting: {waiting} reqs, "
@@ -587,11 +608,11 @@ def serve(state: State) -> None:
     Handler.state = state
     httpd = ThreadingHTTPServer((host, args.port), Handler)
     httpd.daemon_threads = True
-    log("INFO", "api_server.py:1989", f"Starting vLLM API server 0 on http://{host}:{args.port}")
-    log("INFO", "launcher.py:46", "Available routes are:")
-    for route, methods in (("/health", "GET"), ("/metrics", "GET"), ("/version", "GET"),
+    log("INFO", "api_server.py:657", f"Starting vLLM server on http://{host}:{args.port}")
+    log("INFO", "launcher.py:51", "Available routes are:")
+    for route, methods in (("/version", "GET"), ("/health", "GET"), ("/metrics", "GET"),
                            ("/v1/models", "GET"), ("/v1/completions", "POST")):
-        log("INFO", "launcher.py:54", f"Route: {route}, Methods: {methods}")
+        log("INFO", "launcher.py:60", f"Route: {route}, Methods: {methods}")
     raw_log(f"INFO:     Started server process [{_PID}]")
     raw_log("INFO:     Waiting for application startup.")
     raw_log("INFO:     Application startup complete.")
