@@ -1,0 +1,570 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, gpuhost.inference contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+---
+module: vllm_probe
+short_description: Measure a running vLLM server - decode speed per concurrency, context limit, power
+version_added: "1.0.0"
+description:
+  - Streams C(POST /v1/completions) at temperature 0 with C(ignore_eos) and
+    C(stream_options.include_usage) to a running vLLM (or any OpenAI-compatible) server, one
+    concurrency level after the other, and returns per level the time to first token, the per-request
+    decode speed, the aggregate tokens per second (all with mean/p50/p90/p99), and the errors by
+    HTTP status.
+  - Output tokens are counted from the stream's final C(usage) chunk, not from the number of chunks
+    (with speculative decoding one chunk carries several tokens).
+  - Every prompt starts with a unique prefix (a run id, the level and the request number), so the
+    prefix cache does not flatter the figures.
+  - With O(context_probe=true), sends a prompt of token ids exactly filling the context window with
+    O(max_tokens) (it must be answered, HTTP 200) and one of a single token more (it must be refused
+    with HTTP 400); the server's message and the numbers it names are returned.
+  - When O(nvidia_smi_path) resolves on the target, samples C(power.draw) of every GPU during each
+    level and returns watts per GPU, joules per output token and tokens per second per watt.
+  - With O(soak_seconds) above 0, keeps the highest level of O(concurrency) busy for that long and
+    returns the requests, errors by status and the count of 5xx answers.
+  - Uses only the Python standard library on the target. Never changes anything (C(changed) is
+    always V(false)); in check mode it sends nothing and returns C(skipped=true).
+author:
+  - gpuhost.inference contributors
+options:
+  base_url:
+    description:
+      - The server's address, C(http://HOST:PORT) or C(https://HOST:PORT) (an optional path prefix is kept).
+    type: str
+    required: true
+  api_key:
+    description:
+      - Sent as C(Authorization: Bearer API_KEY) (vLLM's C(--api-key)).
+    type: str
+  model:
+    description:
+      - The served model name to request. When omitted, the first model that C(/v1/models) lists.
+      - A name that the server does not list fails the task, naming the ones it does.
+    type: str
+  concurrency:
+    description:
+      - The concurrency levels, run in this order. Each must be at least 1.
+    type: list
+    elements: int
+    default: [1, 2, 4, 8]
+  rounds:
+    description:
+      - Requests per stream at each level (each level sends O(rounds) times its concurrency requests;
+        a stream sends its next request as soon as the previous one ends).
+    type: int
+    default: 1
+  max_tokens:
+    description:
+      - Output tokens per request (exactly this many, C(ignore_eos) is set). Also the output length of
+        the context probe.
+    type: int
+    default: 256
+  prompt_words:
+    description:
+      - Words in each decode prompt after its unique prefix.
+    type: int
+    default: 64
+  context_probe:
+    description:
+      - Run the context probe (needs the context length, from O(max_model_len) or C(/v1/models)).
+    type: bool
+    default: false
+  max_model_len:
+    description:
+      - The server's context length in tokens. When omitted, the C(max_model_len) that C(/v1/models)
+        reports for the model.
+    type: int
+  request_timeout:
+    description:
+      - Seconds one request may take, from sending to the end of its stream (also the limit for a
+        silent connection). A request over it is counted under the error key C(timeout).
+    type: float
+    default: 300
+  timeout:
+    description:
+      - Seconds the whole probe may take. When it runs out the task fails with the figures measured so far.
+    type: float
+    default: 3600
+  nvidia_smi_path:
+    description:
+      - nvidia-smi, as a name looked up on the E(PATH) or a path. When it is not found, no power is
+        sampled (C(power_available=false)); when it fails while sampling, the figures are returned
+        with C(power_error) set.
+    type: str
+    default: nvidia-smi
+  sample_interval_ms:
+    description:
+      - Milliseconds between power samples (nvidia-smi C(-lms)).
+    type: int
+    default: 200
+  soak_seconds:
+    description:
+      - Seconds of sustained load at the highest level of O(concurrency) after the levels. V(0) skips it.
+    type: float
+    default: 0
+attributes:
+  check_mode:
+    support: full
+    details: Sends no request at all and returns C(skipped=true).
+  diff_mode:
+    support: none
+notes:
+  - Error keys are the HTTP status as a string (V("400"), V("503")), V(timeout), V(connection),
+    V(incomplete) (the stream ended before C(data: [DONE])) and V(stream_error) (an error event in the stream).
+  - Percentiles are those of Python's C(statistics.quantiles) with C(method='inclusive'); with a single
+    request every figure is that request's value.
+  - C(j_per_token) is the level's mean total power times its wall time over its output tokens, so it
+    is the inverse of C(tps_per_w).
+seealso:
+  - name: vLLM OpenAI-compatible server
+    description: The API this module talks to.
+    link: https://docs.vllm.ai/en/latest/serving/openai_compatible_server.html
+"""
+
+EXAMPLES = r"""
+- name: Probe the local vLLM at 1, 2, 4 and 8 streams of 256 tokens, with the context probe
+  gpuhost.inference.vllm_probe:
+    base_url: http://127.0.0.1:8000
+    model: qwen3-32b
+    context_probe: true
+  register: __vllm_verify_probe
+
+- name: Show the single-stream decode speed and the aggregate at the top level
+  ansible.builtin.debug:
+    msg: >-
+      1 stream: {{ __vllm_verify_probe.levels[0].decode_tps.p50 }} tok/s,
+      {{ __vllm_verify_probe.levels[-1].concurrency }} streams:
+      {{ __vllm_verify_probe.levels[-1].aggregate_tps }} tok/s
+
+- name: Probe with an API key, two rounds per level, then soak 10 minutes at 16 streams
+  gpuhost.inference.vllm_probe:
+    base_url: http://127.0.0.1:8000
+    api_key: "{{ vllm_service_api_key }}"
+    concurrency: [1, 16]
+    rounds: 2
+    soak_seconds: 600
+    timeout: 1800
+  register: __vllm_verify_soak
+"""
+
+RETURN = r"""
+skipped:
+  description: V(true) in check mode (nothing was sent).
+  returned: check mode
+  type: bool
+base_url:
+  description: The server probed.
+  returned: always
+  type: str
+model:
+  description: The model requested.
+  returned: success
+  type: str
+  sample: qwen3-32b
+max_model_len:
+  description: The context length used by the context probe (from O(max_model_len) or C(/v1/models)); null when unknown.
+  returned: success
+  type: int
+  sample: 2048
+server_version:
+  description: C(version) from the server's C(/version), null when it does not answer it.
+  returned: success
+  type: str
+  sample: 0.28.0
+power_available:
+  description: Whether power was sampled (nvidia-smi found).
+  returned: success
+  type: bool
+power_error:
+  description: The nvidia-smi failure that stopped the power sampling, null when none.
+  returned: success
+  type: str
+levels:
+  description: One entry per concurrency level, in the order of O(concurrency).
+  returned: success
+  type: list
+  elements: dict
+  contains:
+    concurrency:
+      description: Streams in flight.
+      type: int
+    requests:
+      description: Requests sent (concurrency times rounds).
+      type: int
+    ok:
+      description: Requests answered with a complete stream.
+      type: int
+    errors:
+      description: Failed requests by error key (HTTP status as a string, C(timeout), C(connection), ...).
+      type: dict
+      sample: {"503": 2}
+    error_messages:
+      description: Up to five distinct messages of the failed requests.
+      type: list
+      elements: str
+    output_tokens:
+      description: Output tokens of the successful requests, from C(usage).
+      type: int
+    usage_missing:
+      description: Successful requests whose stream had no C(usage) chunk (their tokens are the number of text chunks).
+      type: int
+    wall_s:
+      description: Seconds from the start of the level to the end of its last request.
+      type: float
+    aggregate_tps:
+      description: C(output_tokens) over C(wall_s).
+      type: float
+    ttft_s:
+      description: Time to the first chunk with text, seconds. Keys C(mean), C(p50), C(p90), C(p99), C(min), C(max), C(n).
+      type: dict
+    decode_tps:
+      description: Per request (output tokens - 1) / (last text chunk - first text chunk), same keys as C(ttft_s).
+      type: dict
+    e2e_s:
+      description: Per request seconds from sending to the end of the stream, same keys as C(ttft_s).
+      type: dict
+    power:
+      description:
+        - Per GPU index (a string), C(mean_w), C(max_w), C(min_w), C(samples), C(duration_s),
+          C(energy_j) (trapezoid over the samples), C(enforced_limit_w) and C(sm_clock_mhz) (mean).
+        - null without power sampling.
+      type: dict
+      sample: {"0": {"mean_w": 412.5, "max_w": 598.1, "energy_j": 2301.4, "enforced_limit_w": 600.0}}
+    power_w:
+      description: Sum over the GPUs of C(mean_w); null without power sampling.
+      type: float
+    energy_j:
+      description: C(power_w) times C(wall_s); null without power sampling.
+      type: float
+    j_per_token:
+      description: C(energy_j) over C(output_tokens); null without power sampling or tokens.
+      type: float
+    tps_per_w:
+      description: C(aggregate_tps) over C(power_w); null without power sampling.
+      type: float
+context:
+  description: The context probe; null when O(context_probe=false).
+  returned: success
+  type: dict
+  contains:
+    limit:
+      description: The context length probed.
+      type: int
+    ok:
+      description: The fitting prompt got 200 and the one over got 400.
+      type: bool
+    fit:
+      description: C(status), C(ok), C(prompt_tokens), C(output_tokens), C(ttft_s), C(e2e_s), C(error), C(message).
+      type: dict
+    over:
+      description:
+        - C(status), C(ok) (it was a 400), C(message) (the server's), C(sent_tokens), and the numbers
+          parsed from the message, C(limit) (the context length it names), C(requested) (the total it
+          names), C(prompt_tokens), C(output_tokens) (null where the message lacks them).
+      type: dict
+  sample:
+    limit: 2048
+    ok: true
+    fit: {status: 200, ok: true, prompt_tokens: 1792, output_tokens: 256, ttft_s: 0.085}
+    over:
+      status: 400
+      ok: true
+      limit: 2048
+      requested: 2049
+      message: "This model's maximum context length is 2048 tokens. However, you requested 256 output tokens ..."
+soak:
+  description:
+    - The soak; null when O(soak_seconds=0). The keys of a level (C(requests), C(ok), C(errors),
+      C(output_tokens), C(wall_s), C(aggregate_tps), C(ttft_s), C(decode_tps), power keys) plus
+      C(seconds) and C(errors_5xx) (answers with a 5xx status).
+  returned: success
+  type: dict
+errors_total:
+  description: Failed requests of all levels and the soak (the context probe's expected 400 is not one).
+  returned: success
+  type: int
+msg:
+  description: A one-line summary.
+  returned: always
+  type: str
+"""
+
+import os
+import time
+import uuid
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.gpuhost.inference.plugins.module_utils import vllm_client
+from ansible_collections.gpuhost.inference.plugins.module_utils.nvidia_smi import NvidiaSmi, NvidiaSmiError
+
+POWER_FIELDS = ["index", "power.draw", "enforced.power.limit", "clocks.sm"]
+FIRST_SAMPLE_WAIT_S = 3.0
+
+
+class ProbeTimeout(Exception):
+    pass
+
+
+class LevelPower:
+    """Wraps the nvidia-smi PowerSampler for one level; never raises (failures go to ``error``)."""
+
+    def __init__(self, smi, interval_ms):
+        self.smi = smi
+        self.interval_ms = interval_ms
+        self.sampler = None
+        self.rows = []
+        self.error = None
+
+    def start(self):
+        try:
+            self.sampler = self.smi.sampler(POWER_FIELDS, interval_ms=self.interval_ms)
+            self.sampler.start()
+        except NvidiaSmiError as exc:
+            self.error = exc.msg
+            self.sampler = None
+            return
+        # nvidia-smi takes a moment to print its first row: let the load start only then, so a
+        # short level is covered from its start (wait at most FIRST_SAMPLE_WAIT_S)
+        end = time.monotonic() + FIRST_SAMPLE_WAIT_S
+        while not self.sampler.samples and time.monotonic() < end and self.sampler.error is None:
+            proc = getattr(self.sampler, "_proc", None)
+            if proc is not None and proc.poll() is not None:
+                break
+            time.sleep(0.01)
+
+    def stop(self):
+        if self.sampler is None:
+            return
+        try:
+            self.rows = self.sampler.stop()
+        except NvidiaSmiError as exc:
+            self.error = exc.msg
+        if self.sampler.error and not self.error:
+            self.error = self.sampler.error
+
+    def figures(self, level):
+        """Add power, power_w, energy_j, j_per_token, tps_per_w to the level dict."""
+        summary = self.sampler.summary() if self.sampler is not None else {}
+        if not summary:
+            if self.error is None:
+                self.error = "nvidia-smi gave no power samples"
+            return level
+        for index, item in summary.items():
+            rows = [r for r in self.rows if str(r.get("index")) == index]
+            limits = [r.get("enforced.power.limit") for r in rows if isinstance(r.get("enforced.power.limit"), (int, float))]
+            clocks = [r.get("clocks.sm") for r in rows if isinstance(r.get("clocks.sm"), (int, float))]
+            item["enforced_limit_w"] = float(limits[-1]) if limits else None
+            item["sm_clock_mhz"] = round(sum(clocks) / len(clocks), 1) if clocks else None
+        power_w = round(sum(item["mean_w"] for item in summary.values()), 3)
+        level["power"] = summary
+        level["power_w"] = power_w
+        if power_w > 0:
+            energy = power_w * level["wall_s"]
+            level["energy_j"] = round(energy, 3)
+            if level["output_tokens"]:
+                level["j_per_token"] = round(energy / level["output_tokens"], 6)
+            if level["aggregate_tps"] is not None:
+                level["tps_per_w"] = round(level["aggregate_tps"] / power_w, 6)
+        return level
+
+
+def _no_power(level):
+    for key in ("power", "power_w", "energy_j", "j_per_token", "tps_per_w"):
+        level.setdefault(key, None)
+    return level
+
+
+def _resolve_smi(module, path):
+    if os.path.sep in path:
+        return path if os.path.isfile(path) and os.access(path, os.X_OK) else None
+    return module.get_bin_path(path, opt_dirs=["/usr/bin", "/usr/local/bin"])
+
+
+def _preflight(module, ep, params):
+    """Reach the server, pick the model and its context length; fail with a clear message."""
+    try:
+        status, models = ep.get_json("/v1/models", timeout=min(30.0, params["request_timeout"]))
+    except vllm_client.ClientError as exc:
+        module.fail_json(msg=exc.msg, base_url=ep.base_url)
+    if status == 401:
+        module.fail_json(
+            msg="%s refused the request with HTTP 401: the api_key is %s" % (
+                ep.url("/v1/models"), "wrong" if params["api_key"] else "missing (the server has --api-key)"),
+            base_url=ep.base_url,
+        )
+    if status != 200 or not isinstance(models, dict) or not isinstance(models.get("data"), list):
+        module.fail_json(
+            msg="%s answered HTTP %s, not a model list: %s" % (ep.url("/v1/models"), status, str(models)[:500]),
+            base_url=ep.base_url,
+        )
+    served = {m.get("id"): m for m in models["data"] if isinstance(m, dict)}
+    model = params["model"]
+    if model is None:
+        if not served:
+            module.fail_json(msg="%s lists no model" % ep.url("/v1/models"), base_url=ep.base_url)
+        model = models["data"][0].get("id")
+    elif model not in served:
+        module.fail_json(
+            msg="model %r is not served by %s; it serves: %s" % (model, ep.base_url, ", ".join(sorted(map(str, served)))),
+            base_url=ep.base_url,
+        )
+    max_model_len = params["max_model_len"]
+    if max_model_len is None:
+        reported = served.get(model, {}).get("max_model_len")
+        if isinstance(reported, int):
+            max_model_len = reported
+    version = None
+    try:
+        vstatus, vbody = ep.get_json("/version", timeout=10.0)
+        if vstatus == 200 and isinstance(vbody, dict):
+            version = vbody.get("version")
+    except vllm_client.ClientError:
+        pass
+    return model, max_model_len, version
+
+
+def _validate(module, p):
+    problems = []
+    if not p["concurrency"]:
+        problems.append("concurrency must list at least one level")
+    elif any(c < 1 for c in p["concurrency"]):
+        problems.append("concurrency levels must be >= 1, got %s" % p["concurrency"])
+    for key in ("rounds", "max_tokens", "sample_interval_ms"):
+        if p[key] < 1:
+            problems.append("%s must be >= 1, got %s" % (key, p[key]))
+    if p["prompt_words"] < 0:
+        problems.append("prompt_words must be >= 0, got %s" % p["prompt_words"])
+    for key in ("request_timeout", "timeout"):
+        if p[key] <= 0:
+            problems.append("%s must be > 0, got %s" % (key, p[key]))
+    if p["soak_seconds"] < 0:
+        problems.append("soak_seconds must be >= 0, got %s" % p["soak_seconds"])
+    if p["max_model_len"] is not None and p["max_model_len"] < 2:
+        problems.append("max_model_len must be >= 2, got %s" % p["max_model_len"])
+    if not p["base_url"].startswith(("http://", "https://")):
+        problems.append("base_url must start with http:// or https://, got %r" % p["base_url"])
+    if problems:
+        module.fail_json(msg="; ".join(problems))
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=dict(
+            base_url=dict(type="str", required=True),
+            api_key=dict(type="str", no_log=True),
+            model=dict(type="str"),
+            concurrency=dict(type="list", elements="int", default=[1, 2, 4, 8]),
+            rounds=dict(type="int", default=1),
+            max_tokens=dict(type="int", default=256),
+            prompt_words=dict(type="int", default=64),
+            context_probe=dict(type="bool", default=False),
+            max_model_len=dict(type="int"),
+            request_timeout=dict(type="float", default=300.0),
+            timeout=dict(type="float", default=3600.0),
+            nvidia_smi_path=dict(type="str", default="nvidia-smi"),
+            sample_interval_ms=dict(type="int", default=200),
+            soak_seconds=dict(type="float", default=0.0),
+        ),
+        supports_check_mode=True,
+    )
+    p = module.params
+    _validate(module, p)
+    base_url = p["base_url"].rstrip("/")
+    if module.check_mode:
+        module.exit_json(changed=False, skipped=True, base_url=base_url,
+                         msg="check mode: no load sent to %s" % base_url)
+
+    started = time.perf_counter()
+    deadline = started + p["timeout"]
+    ep = vllm_client.Endpoint(base_url, api_key=p["api_key"], timeout=p["request_timeout"])
+    model, max_model_len, version = _preflight(module, ep, p)
+    if p["context_probe"]:
+        if max_model_len is None:
+            module.fail_json(msg="context_probe needs max_model_len: %s does not report it for %s" % (
+                ep.url("/v1/models"), model), base_url=base_url)
+        if p["max_tokens"] >= max_model_len:
+            module.fail_json(msg="context_probe needs max_tokens (%d) < max_model_len (%d)" % (
+                p["max_tokens"], max_model_len), base_url=base_url)
+
+    smi_path = _resolve_smi(module, p["nvidia_smi_path"])
+    smi = NvidiaSmi(smi_path) if smi_path else None
+    power_error = None
+    run_id = uuid.uuid4().hex[:12]
+    result = dict(
+        changed=False, base_url=base_url, model=model, max_model_len=max_model_len,
+        server_version=version, power_available=smi is not None, power_error=None,
+        levels=[], context=None, soak=None, errors_total=0,
+    )
+
+    def power_for(fig, power):
+        nonlocal power_error
+        if power is None:
+            return _no_power(fig)
+        power.figures(fig)
+        if power.error and power_error is None:
+            power_error = power.error
+        return _no_power(fig)
+
+    def check_deadline(what):
+        if time.perf_counter() >= deadline:
+            raise ProbeTimeout(what)
+
+    def tally():
+        total = sum(sum(lv["errors"].values()) for lv in result["levels"])
+        if result["soak"]:
+            total += sum(result["soak"]["errors"].values())
+        result["errors_total"] = total
+        result["power_error"] = power_error
+
+    try:
+        for level in p["concurrency"]:
+            check_deadline("before level %d" % level)
+            power = LevelPower(smi, p["sample_interval_ms"]) if smi is not None and power_error is None else None
+            fig, _res = vllm_client.run_level(
+                ep, model, level, rounds=p["rounds"], max_tokens=p["max_tokens"],
+                prompt_words=p["prompt_words"], request_timeout=p["request_timeout"],
+                deadline=deadline, sampler=power, run_id=run_id,
+            )
+            result["levels"].append(power_for(fig, power))
+            if time.perf_counter() >= deadline:
+                raise ProbeTimeout("during level %d" % level)
+        if p["context_probe"]:
+            check_deadline("before the context probe")
+            result["context"] = vllm_client.context_probe(
+                ep, model, max_model_len, p["max_tokens"], request_timeout=p["request_timeout"], deadline=deadline,
+            )
+        if p["soak_seconds"] > 0:
+            check_deadline("before the soak")
+            top = max(p["concurrency"])
+            seconds = min(p["soak_seconds"], max(0.0, deadline - time.perf_counter()))
+            power = LevelPower(smi, p["sample_interval_ms"]) if smi is not None and power_error is None else None
+            fig, _res = vllm_client.run_soak(
+                ep, model, top, seconds, max_tokens=p["max_tokens"], prompt_words=p["prompt_words"],
+                request_timeout=p["request_timeout"], deadline=deadline, sampler=power, run_id=run_id,
+            )
+            fig["seconds_requested"] = p["soak_seconds"]
+            result["soak"] = power_for(fig, power)
+            if seconds < p["soak_seconds"]:
+                raise ProbeTimeout("during the soak")
+    except ProbeTimeout as exc:
+        tally()
+        result.pop("changed")
+        module.fail_json(msg="the overall timeout of %ss ran out %s (figures so far are returned)" % (
+            p["timeout"], exc), **result)
+
+    tally()
+    parts = ["%d streams %.1f tok/s" % (lv["concurrency"], lv["aggregate_tps"] or 0.0) for lv in result["levels"]]
+    msg = "%s at %s: %s; %d errors" % (model, base_url, ", ".join(parts), result["errors_total"])
+    if result["context"] is not None:
+        msg += "; context %d: fit %s, over %s" % (
+            max_model_len, result["context"]["fit"]["status"], result["context"]["over"]["status"])
+    result["msg"] = msg
+    module.exit_json(**result)
+
+
+if __name__ == "__main__":
+    main()
