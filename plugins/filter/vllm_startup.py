@@ -90,20 +90,16 @@ def _number(text, kind):
 
 
 def _message(line):
-    """(level or None, message, raw message) of one log line with its prefixes removed."""
+    """(level or None, stripped message, message as printed) of one log line without its prefixes."""
     msg = _JOURNAL_PREFIX.sub("", line, count=1)
     msg = _PROC_PREFIX.sub("", msg, count=1)
     raw = msg
     level = None
-    m = _LOG_PREFIX.match(msg)
+    m = _LOG_PREFIX.match(msg) or _UVICORN_PREFIX.match(msg)
     if m:
         level = m.group(1)
         msg = msg[m.end():]
-    else:
-        m = _UVICORN_PREFIX.match(msg)
-        if m:
-            level = m.group(1)
-            msg = msg[m.end():]
+        raw = msg if m.re is _LOG_PREFIX else msg.lstrip()
     return level, msg.strip(), raw
 
 
@@ -111,6 +107,8 @@ def _is_engine_error(level, msg, raw):
     """Whether one log line reports an engine error (see _message for level and msg)."""
     if not msg:
         return False
+    if raw[:1] in (" ", "\t"):
+        return False  # a traceback's "  File ..." and source lines (vLLM 0.28 logs them as ERROR too)
     if level in ("ERROR", "CRITICAL"):
         return True
     if level == "WARNING":
@@ -118,8 +116,6 @@ def _is_engine_error(level, msg, raw):
         return bool(_ERROR_WARNING.search(msg))
     if level is not None:
         return False
-    if raw[:1] in (" ", "\t"):
-        return False  # a traceback's "  File ..." and source lines
     if msg.startswith("Traceback (most recent call last)"):
         return True
     if _EXCEPTION_LINE.match(msg):
