@@ -45,7 +45,7 @@ _FORMS = (
 
 # A new start of the server: everything before the last one is an earlier start.
 _START = re.compile(
-    r"vLLM API server version \S+|non-default args:|\u2588 \u2580\u2584\u2580 \u2588\s+version \S+"
+    r"(vLLM API server version \S+)|(non-default args:)|(\u2588 \u2580\u2584\u2580 \u2588\s+version \S+)"
 )
 _ENGINE_START = re.compile(r"Initializing a V1 LLM engine|Initializing an LLM engine")
 _VERSIONS = (
@@ -124,18 +124,27 @@ def _is_engine_error(level, msg, raw):
 
 
 def _last_start(lines):
-    """(index of the first line of the last start, number of starts)."""
-    starts = [i for i, line in enumerate(lines) if _START.search(line)]
-    if not starts:
-        starts = [i for i, line in enumerate(lines) if _ENGINE_START.search(line)]
-    if not starts:
+    """(index of the first line of the last start, number of starts).
+
+    A start prints each of its markers once (the banner's version line, "vLLM API server
+    version", "non-default args"): a marker of a kind the current start already has opens a new one.
+    """
+    groups = []
+    kinds = set()
+    for index, line in enumerate(lines):
+        m = _START.search(line)
+        if not m:
+            continue
+        kind = m.lastindex
+        if not groups or kind in kinds:
+            groups.append(index)
+            kinds = set()
+        kinds.add(kind)
+    if not groups:
+        # no API server marker (an offline engine): each engine initialisation is a start
+        groups = [i for i, line in enumerate(lines) if _ENGINE_START.search(line)]
+    if not groups:
         return 0, 0
-    # the banner, "version" and "non-default args" lines of one start are close together:
-    # count a start only when it is more than a few lines after the previous marker
-    groups = [starts[0]]
-    for prev, cur in zip(starts, starts[1:]):
-        if cur - prev > 12:
-            groups.append(cur)
     return groups[-1], len(groups)
 
 
