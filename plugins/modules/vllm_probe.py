@@ -38,7 +38,7 @@ options:
     required: true
   api_key:
     description:
-      - Sent as C(Authorization: Bearer API_KEY) (vLLM's C(--api-key)).
+      - "Sent as C(Authorization: Bearer API_KEY) (vLLM's C(--api-key))."
     type: str
   model:
     description:
@@ -113,8 +113,8 @@ attributes:
   diff_mode:
     support: none
 notes:
-  - Error keys are the HTTP status as a string (V("400"), V("503")), V(timeout), V(connection),
-    V(incomplete) (the stream ended before C(data: [DONE])) and V(stream_error) (an error event in the stream).
+  - "Error keys are the HTTP status as a string (V(400), V(503)), V(timeout), V(connection),
+    V(incomplete) (the stream ended before C(data: [DONE])) and V(stream_error) (an error event in the stream)."
   - Percentiles are those of Python's C(statistics.quantiles) with C(method='inclusive'); with a single
     request every figure is that request's value.
   - C(j_per_token) is the level's mean total power times its wall time over its output tokens, so it

@@ -22,6 +22,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 FIXTURES = os.path.join(os.path.dirname(HERE), "fixtures", "vllm-0.28.0")
 with open(os.path.join(HERE, "data", "vllm_startup_lines.yaml"), encoding="utf-8") as fh:
     CASES = yaml.safe_load(fh)["cases"]
+for _case in CASES:
+    _case["text"] = "\n".join(_case["lines"]) + "\n"
 
 REPORT_KEYS = {
     "kv_cache_tokens", "max_concurrency", "concurrency_tokens", "gpu_blocks", "cpu_blocks",
