@@ -23,7 +23,8 @@ import time
 import urllib.error
 import urllib.request
 
-PROPS = ("ActiveState", "SubState", "NRestarts", "InvocationID", "Result", "ExecMainStatus", "LoadState")
+PROPS = ("ActiveState", "SubState", "NRestarts", "InvocationID", "Result", "ExecMainStatus", "LoadState",
+         "ActiveEnterTimestampMonotonic")
 
 
 def unit_state(unit: str) -> dict:
@@ -110,7 +111,12 @@ def main() -> int:
                 except ValueError:
                     names = []
                 if args.model in names:
+                    try:  # systemd's monotonic clock is CLOCK_MONOTONIC, as time.monotonic()
+                        since = time.monotonic() - int(state.get("ActiveEnterTimestampMonotonic") or 0) / 1e6
+                    except ValueError:
+                        since = None
                     print(json.dumps({
+                        "since_start_s": round(since, 2) if since is not None else None,
                         "ok": True, "elapsed_s": round(time.monotonic() - started, 2), "polls": polls,
                         "invocation_id": invocation, "nrestarts": state["NRestarts"],
                         "active_state": state.get("ActiveState"), "models": names}))

@@ -180,8 +180,9 @@ def startup(state: State) -> None:
             "(injected by the vLLM test double: GPUHOST_DOUBLE_FAIL_AT_START)")
     tokens, gib = kv_pool(args, environ)
     if args.kv_cache_memory_bytes:
-        log("INFO", "gpu_worker.py:558",
-            f"Explicitly set {args.kv_cache_memory_bytes / 2**30:.2f} GiB for KV cache.", proc="Worker")
+        log("INFO", "cpu_worker.py:255",  # the form of the real capture (CPU build)
+            f"Explicitly set ({args.kv_cache_memory_bytes / 2**30:.2f}/23.56) GiB for KV cache on node 0.",
+            proc="Worker")
     else:
         log("INFO", "gpu_worker.py:579", f"Available KV cache memory: {gib:.2f} GiB", proc="EngineCore")
     if tokens < max_model_len:
@@ -602,12 +603,21 @@ def stats_logger(state: State, interval: float = 10.0) -> None:
         last_prompt, last_gen, last = prompt, gen, now
 
 
+class Server(ThreadingHTTPServer):
+    daemon_threads = True
+
+    def handle_error(self, request, client_address):
+        """A client that hangs up (keep-alive closed, probe cancelled) is not an error."""
+        if isinstance(sys.exc_info()[1], (ConnectionError, TimeoutError)):
+            return
+        super().handle_error(request, client_address)
+
+
 def serve(state: State) -> None:
     args = state.args
     host = args.host if args.host is not None else "0.0.0.0"
     Handler.state = state
-    httpd = ThreadingHTTPServer((host, args.port), Handler)
-    httpd.daemon_threads = True
+    httpd = Server((host, args.port), Handler)
     log("INFO", "api_server.py:657", f"Starting vLLM server on http://{host}:{args.port}")
     log("INFO", "launcher.py:51", "Available routes are:")
     for route, methods in (("/version", "GET"), ("/health", "GET"), ("/metrics", "GET"),
