@@ -493,6 +493,9 @@ def render_markdown(meta, rows, notes, plots):
             (": " + md_escape(meta["power_source_note"])) if meta["power_source_note"] else ""))
     else:
         out.append("- power source: nvidia-smi power.draw sampled during each level.")
+    if "mock" in meta["power_source"].lower():
+        out.append("- the GPUs are the mock's too: the roofline compares with the bandwidth of the mocked card, "
+                   "which the model may not even run on (a CPU lab box).")
     out.append("")
     if plots:
         out.append("## Plots")

@@ -224,6 +224,8 @@ def test_main_writes_the_table_with_the_columns_and_figures(tmp_path, monkeypatc
     assert rc == 0
     markdown = (out / "sweep.md").read_text(encoding="utf-8")
     assert capsys.readouterr().out.startswith(markdown)
+    assert "- power source: nvidia-smi power.draw sampled during each level." in markdown
+    assert "mocked card" not in markdown
     header, rows = table_rows(markdown)
     assert header == EXPECTED_HEADER
     assert [r[:2] for r in rows] == [["seqs2", "250"], ["seqs2", "350"], ["default", "250"], ["default", "350"]]
@@ -279,6 +281,7 @@ def test_mocked_power_is_named_in_the_report(tmp_path, monkeypatch):
     markdown = (tmp_path / "sweep.md").read_text(encoding="utf-8")
     assert ("- power source: **mocked nvidia-smi (test double): simulated draw, not a measurement**: CPU lab box"
             in markdown)
+    assert "the roofline compares with the bandwidth of the mocked card" in markdown
 
 
 def test_failed_and_missing_runs_are_rows_not_crashes(tmp_path, monkeypatch):
