@@ -45,7 +45,9 @@ class SseServerDouble:
         self.statuses = []          # consumed one per completion request: an int status or None (200)
         self.die_after_chunks = None
         self.stream_error_after = None
+        self.close_connections = False  # answer "Connection: close" and hang up after each request
         self.__dict__.update(options)
+        self.clients = set()            # (host, port) of every connection seen
         self.requests = []
         self.headers_seen = []
         self.inflight = 0
@@ -121,7 +123,10 @@ class SseServerDouble:
             def do_POST(self):  # noqa: N802
                 length = int(self.headers.get("Content-Length", 0))
                 body = json.loads(self.rfile.read(length))
+                if double.close_connections:
+                    self.close_connection = True
                 with double.lock:
+                    double.clients.add(self.client_address)
                     double.headers_seen.append(dict(self.headers))
                     double.requests.append({"path": self.path, "body": body})
                     status = double.statuses.pop(0) if double.statuses else None
@@ -149,6 +154,8 @@ class SseServerDouble:
                 self.send_response(200)
                 self.send_header("Content-Type", "text/event-stream; charset=utf-8")
                 self.send_header("Transfer-Encoding", "chunked")
+                if double.close_connections:
+                    self.send_header("Connection", "close")
                 self.end_headers()
                 if double.first_delay_s:
                     time.sleep(double.first_delay_s)
@@ -297,6 +304,79 @@ def test_levels_run_at_their_concurrency_with_unique_prefixes():
     assert lv["aggregate_tps"] == pytest.approx(80 / lv["wall_s"], rel=1e-3)
     assert lv["ttft_s"]["n"] == 8 and lv["decode_tps"]["n"] == 8
     assert result["errors_total"] == 0
+
+
+def test_a_stream_keeps_its_connection_alive():
+    with SseServerDouble() as double:
+        failed, result = probe(double, concurrency=[2], rounds=3)
+        clients = set(double.clients)
+    assert not failed, result
+    assert result["levels"][0]["ok"] == 6
+    assert len(clients) == 2  # one connection per stream, reused for its three requests
+
+
+def test_a_server_that_closes_each_connection():
+    with SseServerDouble(close_connections=True) as double:
+        failed, result = probe(double, concurrency=[2], rounds=3)
+        clients = set(double.clients)
+    assert not failed, result
+    assert result["levels"][0]["ok"] == 6 and result["levels"][0]["output_tokens"] == 96
+    assert len(clients) == 6
+
+
+def test_the_threaded_path_gives_the_same_figures():
+    # the https path (http.client, a thread per stream), run here over plain http
+    with SseServerDouble(tokens_per_chunk=2, statuses=[None, 503], chunk_delay_s=0.02) as double:
+        ep = vllm_client.Endpoint(double.url)
+        payloads = [[vllm_client.completion_payload(MODEL, "a b", 10)] for _ in range(3)]
+        sources = [lambda it=iter(p): next(it, None) for p in payloads]
+        results = vllm_client._threaded_streams(ep, sources, request_timeout=10)  # pylint: disable=protected-access
+        max_inflight = double.max_inflight
+    assert len(results) == 3
+    assert sorted(r.error or "ok" for r in results) == ["503", "ok", "ok"]
+    assert [r.output_tokens for r in results if r.ok] == [10, 10]
+    assert [r.chunks for r in results if r.ok] == [5, 5]
+    assert max_inflight >= 2
+
+
+def _chunked_body(sse_text, pieces=1):
+    """The de-chunked SSE capture -> an HTTP chunked body, one chunk per event (as vLLM sends)."""
+    out = b""
+    for event in sse_text.encode().split(b"\n\n"):
+        if event:
+            data = event + b"\n\n"
+            out += b"%x\r\n%s\r\n" % (len(data), data)
+    return out + b"0\r\n\r\n"
+
+
+@pytest.mark.parametrize("step", [1, 2, 3, 7, 64, 100000])
+def test_parser_on_the_real_capture_cut_anywhere(step):
+    with open(os.path.join(FIXTURES, "completion_stream.sse"), encoding="utf-8") as fh:
+        body = _chunked_body(fh.read())
+    res = vllm_client.RequestResult()
+    parser = vllm_client.SseParser(res, chunked=True)
+    for i in range(0, len(body), step):
+        parser.feed(body[i:i + step], float(i))
+    parser.close()
+    assert parser.done and parser.eof
+    assert res.error is None
+    assert res.chunks == 8
+    assert res.completion_tokens == 8 and res.prompt_tokens == 14
+    assert res.usage_seen
+
+
+def test_parser_decodes_what_the_fast_path_cannot_read():
+    res = vllm_client.RequestResult()
+    parser = vllm_client.SseParser(res, chunked=False)
+    parser.feed(b'data: {"choices": [{"index": 0, "text": ""}]}\n\n'
+                b'data: {"choices":[{"index":0,"text":"\\"q"}]}\n\n'
+                b'data: {"choices":[{"index":0,"text":"a"}],"usage":null}\n\n'
+                b'event: x\ndata: {"choices":[{"text":"b"}]}\n\n'
+                b'data: {"error": {"message": "engine dead", "code": 500}}\n\n'
+                b"data: [DONE]\n\n", 1.0)
+    assert res.chunks == 3  # the empty text is no token; escaped, usage:null and multi-line events are
+    assert res.error == "stream_error" and res.message == "engine dead"
+    assert parser.done
 
 
 def test_errors_are_counted_by_status():
