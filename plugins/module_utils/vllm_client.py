@@ -3,8 +3,9 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """A streaming client for vLLM's OpenAI-compatible server, and the statistics of its runs.
 
-Python standard library only (http.client, threads, statistics), never imports AnsibleModule, so
-the vllm_probe module runs on any target and a benchmark script can import it directly:
+Python standard library only (sockets and selectors, http.client and threads for https,
+statistics), never imports AnsibleModule, so the vllm_probe module runs on any target and a
+benchmark script can import it directly (benchmarks/probe_capacity.py loads it by path):
 
     ep = Endpoint("http://127.0.0.1:8000", api_key=None)
     status, models = ep.get_json("/v1/models")

@@ -119,6 +119,12 @@ notes:
     request every figure is that request's value.
   - C(j_per_token) is the level's mean total power times its wall time over its output tokens, so it
     is the inverse of C(tps_per_w).
+  - Each stream keeps its connection alive between its requests (as C(vllm bench serve)'s client does),
+    so TTFT does not include a TCP connect. Over C(http://) one thread drives all streams with
+    non-blocking sockets (one core takes in well over 100k streamed tokens a second); over C(https://)
+    each stream has a thread.
+  - The load of a level starts once nvidia-smi has printed its first sample (at most 3 seconds), so a
+    short level is covered by power samples from its start.
 seealso:
   - name: vLLM OpenAI-compatible server
     description: The API this module talks to.
