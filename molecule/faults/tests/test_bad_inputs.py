@@ -1,0 +1,102 @@
+"""The bad-input matrix: each case fails in the site playbook's preflight with a message naming
+the variable and the allowed values, and afterwards nothing on the host has changed.
+
+All cases run in ONE ansible-playbook run: each case is an inventory host of its own that
+points at the same lab box (lab-faults), with the bad value in its host vars.
+"""
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+import yaml
+
+from conftest import BOX, REPO, host_snapshot, run_playbook
+
+# (case id, host vars, strings the failure message must contain: the variable and the allowed values)
+CASES = [
+    ("limit_above_max", {"nvidia_power_limit_w": 400}, ["nvidia_power_limit_w", "100-350"]),
+    ("limit_below_min", {"nvidia_power_limit_w": 50}, ["nvidia_power_limit_w", "100-350"]),
+    ("limit_not_a_number", {"nvidia_power_limit_w": "lots"}, ["nvidia_power_limit_w", "int"]),
+    ("gpu_limit_above_max", {"nvidia_power_gpu_limits_w": {1: 351}}, ["nvidia_power_gpu_limits_w[1]", "100-350"]),
+    ("gpu_index_absent", {"nvidia_power_gpu_limits_w": {5: 250}}, ["nvidia_power_gpu_limits_w[5]", "0, 1"]),
+    ("gpus_index_absent", {"nvidia_power_gpus": [3]}, ["nvidia_power_gpus", "0, 1"]),
+    ("persistence_bad", {"nvidia_power_persistence_mode": "yes"}, ["nvidia_power_persistence_mode", "on, off, leave"]),
+    ("unknown_profile", {"vllm_service_profile": "turbo"}, ["vllm_service_profile", "turbo", "single_gpu"]),
+    ("unknown_vllm_key", {"vllm_service_settings": {"max_num_seq": 8}}, ["max_num_seq", "max_num_seqs"]),
+    ("max_num_seqs_zero", {"vllm_service_settings": {"max_num_seqs": 0}}, ["max_num_seqs", "> 0"]),
+    ("gpu_mem_util_1_5", {"vllm_service_settings": {"gpu_memory_utilization": 1.5}}, ["gpu_memory_utilization", "(0, 1]"]),
+    ("spec_config_string", {"vllm_service_settings": {"speculative_config": "mtp"}}, ["speculative_config", "dict"]),
+    ("tp_larger_than_gpus", {"vllm_service_tensor_parallel_size": 4}, ["tensor_parallel_size", "2"]),
+    ("port_out_of_range", {"vllm_service_port": 70000}, ["vllm_service_port", "65535"]),
+    ("empty_model", {"vllm_service_model": ""}, ["vllm_service_model"]),
+    ("unsupported_variant", {"vllm_install_variant": "rocm"}, ["vllm_install_variant", "cuda, cpu"]),
+    ("bad_version_pin", {"vllm_install_version": "latest"}, ["vllm_install_version"]),
+    ("bad_installer", {"vllm_install_installer": "conda"}, ["vllm_install_installer", "uv, pip"]),
+    ("api_key_file_missing", {"vllm_service_api_key_file": "/nonexistent/vllm-api-key"}, ["vllm_service_api_key_file"]),
+    ("verify_concurrency_zero", {"vllm_verify_concurrency": [0, 2]}, ["vllm_verify_concurrency"]),
+]
+
+FAIL_LINE = re.compile(r"^(?:fatal|failed): \[(?P<host>[^\]]+)\](?: \(item=[^)]*\))?: FAILED! => ", re.M)
+
+
+def parse_failures(stdout: str) -> dict:
+    decoder = json.JSONDecoder()
+    out: dict = {}
+    for m in FAIL_LINE.finditer(stdout):
+        try:
+            result, _ = decoder.raw_decode(stdout[m.end():].lstrip())
+        except ValueError:
+            result = {"msg": stdout[m.end():m.end() + 2000]}
+        msgs = [result.get("msg", "")]
+        msgs += [str(r.get("msg", "")) for r in result.get("results", []) if isinstance(r, dict)]
+        msgs += [str(e) for e in result.get("argument_errors", [])]
+        out.setdefault(m.group("host"), []).append("\n".join(x for x in msgs if x))
+    return {h: "\n".join(v) for h, v in out.items()}
+
+
+@pytest.fixture(scope="module")
+def matrix(host, tmp_path_factory):
+    with open(f"{REPO}/molecule/default/inventory/group_vars/gpu_servers.yml", encoding="utf-8") as fh:
+        fleet = yaml.safe_load(fh)
+    with open(f"{REPO}/molecule/faults/molecule.yml", encoding="utf-8") as fh:
+        box_vars = yaml.safe_load(fh)["provisioner"]["inventory"]["host_vars"][BOX]
+    hosts = {}
+    for name, bad, _ in CASES:
+        hosts[f"bad_{name}"] = {
+            "ansible_connection": "containers.podman.podman",
+            "ansible_host": BOX,
+            "ansible_python_interpreter": "/usr/bin/python3",
+            **bad,
+        }
+    inventory = {"gpu_servers": {"hosts": hosts, "vars": {**fleet, **box_vars}}}
+    inv = tmp_path_factory.mktemp("badinputs") / "hosts.yml"
+    inv.write_text(yaml.safe_dump(inventory))
+    before = host_snapshot(host)
+    proc = run_playbook(str(inv), "--forks", "5")
+    after = host_snapshot(host)
+    failures = parse_failures(proc.stdout)
+    refused = sum(1 for name, _, _ in CASES if f"bad_{name}" in failures)
+    print(f"\nbad-input matrix: {refused}/{len(CASES)} cases refused in preflight; host unchanged: {before == after}")
+    return {"proc": proc, "failures": failures, "before": before, "after": after}
+
+
+@pytest.mark.parametrize("name,bad,expected", CASES, ids=[c[0] for c in CASES])
+def test_bad_input_refused_in_preflight(matrix, name, bad, expected):
+    msg = matrix["failures"].get(f"bad_{name}")
+    assert msg is not None, f"case {name} ({bad}) was not refused:\n{matrix['proc'].stdout[-3000:]}"
+    missing = [s for s in expected if s not in msg]
+    assert not missing, f"case {name}: message lacks {missing}:\n{msg}"
+
+
+def test_no_case_got_past_preflight(matrix):
+    out = matrix["proc"].stdout
+    assert matrix["proc"].returncode != 0
+    if "PLAY [Turn GPU boxes" in out:
+        second = out.split("PLAY [Turn GPU boxes", 1)[1].split("PLAY RECAP", 1)[0]
+        assert "no hosts matched" in second or "NO MORE HOSTS LEFT" in second, second[:3000]
+
+
+def test_nothing_on_the_host_changed(matrix):
+    assert matrix["before"] == matrix["after"]

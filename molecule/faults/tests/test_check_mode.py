@@ -1,0 +1,55 @@
+"""Check mode: on the converged box `site.yml --check --diff` reports 0 changed and no errors;
+on a fresh box it reports what would change without failing."""
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+
+import yaml
+
+from conftest import BOX, REPO, run_playbook
+
+RECAP = re.compile(r"^(?P<host>\S+)\s+: ok=(?P<ok>\d+)\s+changed=(?P<changed>\d+)\s+unreachable=(?P<unreachable>\d+)\s+failed=(?P<failed>\d+)", re.M)
+
+
+def recap(stdout: str) -> dict:
+    return {m.group("host"): {k: int(v) for k, v in m.groupdict().items() if k != "host"} for m in RECAP.finditer(stdout)}
+
+
+def inventory(tmp_path, name: str) -> str:
+    with open(f"{REPO}/molecule/default/inventory/group_vars/gpu_servers.yml", encoding="utf-8") as fh:
+        fleet = yaml.safe_load(fh)
+    with open(f"{REPO}/molecule/faults/molecule.yml", encoding="utf-8") as fh:
+        box_vars = yaml.safe_load(fh)["provisioner"]["inventory"]["host_vars"][BOX]
+    inv = {"gpu_servers": {"hosts": {name: {"ansible_connection": "containers.podman.podman", "ansible_host": name,
+                                            "ansible_python_interpreter": "/usr/bin/python3"}},
+                           "vars": {**fleet, **box_vars}}}
+    path = tmp_path / f"{name}.yml"
+    path.write_text(yaml.safe_dump(inv))
+    return str(path)
+
+
+def test_check_mode_on_the_converged_box_changes_nothing(tmp_path):
+    proc = run_playbook(inventory(tmp_path, BOX), "--check", "--diff")
+    r = recap(proc.stdout).get(BOX)
+    print(f"\ncheck mode on the converged box: {r}")
+    assert proc.returncode == 0, proc.stdout[-4000:]
+    assert r and r["changed"] == 0 and r["failed"] == 0, proc.stdout[-6000:]
+
+
+def test_check_mode_on_a_fresh_box_reports_changes_without_failing(tmp_path):
+    box = "lab-fresh"
+    lab_box = os.path.join(REPO, "scripts", "lab-box.sh")
+    subprocess.run(["bash", lab_box, "up", box, "rtx3090x2"], check=True, capture_output=True, text=True)
+    try:
+        proc = run_playbook(inventory(tmp_path, box), "--check", "--diff")
+        r = recap(proc.stdout).get(box)
+        print(f"\ncheck mode on a fresh box: {r}")
+        assert proc.returncode == 0, proc.stdout[-6000:]
+        assert r and r["failed"] == 0 and r["changed"] > 0, proc.stdout[-6000:]
+        leftovers = subprocess.run(["podman", "exec", box, "sh", "-c", "ls /opt/vllm /etc/vllm /etc/systemd/system/vllm.service 2>&1; id vllm 2>&1"],
+                                   capture_output=True, text=True).stdout
+        assert "No such file" in leftovers and "no such user" in leftovers, leftovers
+    finally:
+        subprocess.run(["bash", lab_box, "down", box], capture_output=True, text=True)
