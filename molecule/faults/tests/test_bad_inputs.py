@@ -60,8 +60,8 @@ def parse_failures(stdout: str) -> dict:
 def matrix(host, tmp_path_factory):
     with open(f"{REPO}/molecule/default/inventory/group_vars/gpu_servers.yml", encoding="utf-8") as fh:
         fleet = yaml.safe_load(fh)
-    with open(f"{REPO}/molecule/faults/molecule.yml", encoding="utf-8") as fh:
-        box_vars = yaml.safe_load(fh)["provisioner"]["inventory"]["host_vars"][BOX]
+    with open(f"{REPO}/molecule/faults/inventory/host_vars/{BOX}.yml", encoding="utf-8") as fh:
+        box_vars = yaml.safe_load(fh)
     hosts = {}
     for name, bad, _ in CASES:
         hosts[f"bad_{name}"] = {

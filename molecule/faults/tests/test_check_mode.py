@@ -20,8 +20,8 @@ def recap(stdout: str) -> dict:
 def inventory(tmp_path, name: str) -> str:
     with open(f"{REPO}/molecule/default/inventory/group_vars/gpu_servers.yml", encoding="utf-8") as fh:
         fleet = yaml.safe_load(fh)
-    with open(f"{REPO}/molecule/faults/molecule.yml", encoding="utf-8") as fh:
-        box_vars = yaml.safe_load(fh)["provisioner"]["inventory"]["host_vars"][BOX]
+    with open(f"{REPO}/molecule/faults/inventory/host_vars/{BOX}.yml", encoding="utf-8") as fh:
+        box_vars = yaml.safe_load(fh)
     inv = {"gpu_servers": {"hosts": {name: {"ansible_connection": "containers.podman.podman", "ansible_host": name,
                                             "ansible_python_interpreter": "/usr/bin/python3"}},
                            "vars": {**fleet, **box_vars}}}
