@@ -97,6 +97,15 @@ def fmt_small(value):
     return "{:.3g}".format(value)
 
 
+def fmt_pct(value):
+    """A percentage: one decimal, or three significant digits below 10 % (tiny models)."""
+    if value is None:
+        return DASH
+    if abs(value) >= 10 or value == 0:
+        return fmt(value, 1)
+    return "{:.3g}".format(value)
+
+
 def md_escape(text):
     return str(text).replace("|", "\\|").replace("\n", " ")
 
@@ -270,7 +279,9 @@ def run_row(run, report, meta):
     enforced = [w for w in enforced if w is not None] or report_enforced(report)
     status = run.get("status") or "ok"
     reasons = [run["error"]] if run.get("error") else []
-    if not report:
+    if status == "skipped":
+        pass
+    elif not report:
         reasons.append("no report")
     elif not levels:
         reasons.append("no probe levels in the report")
@@ -453,7 +464,7 @@ def render_markdown(meta, rows, notes, plots):
             fmt(row["mean_w_top"], 1),
             fmt_small(row["j_per_token_top"]),
             fmt(row["tps_per_w_top"], 3),
-            fmt(row["roofline_pct"], 1),
+            fmt_pct(row["roofline_pct"]),
             status_text(row),
         ]
         out.append("| " + " | ".join(cells) + " |")

@@ -198,6 +198,13 @@ def test_a_run_without_report_is_a_failed_row():
     assert row["aggregate_tps"] == {} and row["roofline_pct"] is None
 
 
+@pytest.mark.parametrize("value, expected", [
+    (76.12, "76.1"), (100.0, "100.0"), (150.04, "150.0"), (9.876, "9.88"), (0.03771, "0.0377"), (0.0, "0.0"), (None, sr.DASH),
+])
+def test_roofline_percent_format_keeps_small_values_visible(value, expected):
+    assert sr.fmt_pct(value) == expected
+
+
 @pytest.mark.parametrize("run, expected", [
     ({"cap_w": 250, "enforced_w": [250.0, 250.0]}, "250"),
     ({"cap_w": 250, "enforced_w": [300.0, 250.0]}, "250 (enforced 300/250)"),
