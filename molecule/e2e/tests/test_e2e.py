@@ -71,13 +71,16 @@ def test_reports_fetched_to_the_controller(host):
 
 
 def test_sweep_table_and_plots(host):
-    tables = sorted(glob.glob(os.path.join(REPO, "reports", "sweep-*", "*.md")))
-    assert tables, "no sweep report"
-    text = open(tables[-1], encoding="utf-8").read()
+    hostname = host.check_output("hostname").strip()
+    out = os.path.join(REPO, "reports", "sweep-e2e", hostname)
+    text = open(os.path.join(out, "sweep.md"), encoding="utf-8").read()
     print(text)
-    assert "lab_seqs2" in text and "| lab " in text.replace("|lab ", "| lab ")
-    pngs = glob.glob(os.path.join(os.path.dirname(tables[-1]), "*.png"))
-    assert len(pngs) >= 2 and all(os.path.getsize(p) > 5000 for p in pngs)
+    rows = {r.split("|")[1].strip(): r for r in text.splitlines() if r.startswith("| lab")}
+    assert set(rows) == {"lab", "lab_seqs2"}, text
+    summary = json.load(open(os.path.join(out, "sweep_summary.json"), encoding="utf-8"))
+    assert "aggregate_tps" in json.dumps(summary)
+    for png in ("aggregate_tps_vs_concurrency.png", "tps_per_w_vs_cap.png"):
+        assert os.path.getsize(os.path.join(out, png)) > 5000
 
 
 def test_unit_exposure_at_most_5(host):
