@@ -47,6 +47,11 @@ def _norm(key):
 
 
 def _type_name(value):
+    """The YAML-ish type name (ansible-core 2.19 hands the filter tagged subclasses of the builtins)."""
+    for kind, name in ((bool, "bool"), (int, "int"), (float, "float"), (str, "str"),
+                       (Mapping, "dict"), (list, "list"), (type(None), "null")):
+        if isinstance(value, kind):
+            return name
     return type(value).__name__
 
 
