@@ -106,6 +106,9 @@ def test_unit_hardening(host):
         assert env[var].startswith("/var/lib/vllm/"), (var, env[var])
     assert env["VLLM_HOST_IP"] == "127.0.0.1"
     assert "VLLM_API_KEY" not in env
+    model = yaml.safe_load(host.file("%s/%s.yaml" % (PROFILE_DIR, expected_profile(host))).content_string)["model"]
+    if model.startswith("/"):
+        assert env.get("HF_HUB_OFFLINE") == "1", (model, env)
     assert ENV_FILE in props["EnvironmentFiles"]
     assert SECRETS in props["EnvironmentFiles"]
 

@@ -90,6 +90,15 @@ def test_flags_as_text_or_list_and_empty():
     assert vllm_profile_errors(profiles, [], "lab") == ["the list of vLLM flags is empty: cannot check the profiles"]
 
 
+def test_type_names_of_builtin_subclasses():
+    # ansible-core 2.19 passes tagged subclasses of float/str: errors name the plain type.
+    class Tagged(float):
+        pass
+
+    errors = vllm_profile_errors({"p": {"settings": {"gpu_memory_utilization": Tagged(1.5)}}}, FLAGS, "p")
+    assert errors == ["profile 'p': gpu_memory_utilization must be a number in (0, 1], got 1.5 (float)"]
+
+
 def test_filters_registered():
     filters = FilterModule().filters()
     assert filters["vllm_profile_errors"] is vllm_profile_errors
