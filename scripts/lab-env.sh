@@ -5,16 +5,20 @@
 # shellcheck disable=SC2034
 REPO_ROOT=${REPO_ROOT:-$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)}
 CACHE_DIR=${CACHE_DIR:-$REPO_ROOT/.cache}
-LAB_STATE=${LAB_STATE:-$CACHE_DIR/lab}
+# The heavy artefacts (the lab image's podman storage, the wheelhouses, the tiny model) are kept
+# outside the checkout so that every clone on this machine (CI's fresh clones too) reuses them;
+# each is rebuilt when absent. GPUHOST_CACHE moves them.
+GPUHOST_CACHE=${GPUHOST_CACHE:-/var/tmp/gpuhost-cache}
+LAB_STATE=${LAB_STATE:-$GPUHOST_CACHE/lab}
 LAB_IMAGE=${LAB_IMAGE:-localhost/gpuhost-lab:bookworm}
 VENV=${VENV:-$CACHE_DIR/venv}
-WHEELHOUSE_CPU=${WHEELHOUSE_CPU:-$CACHE_DIR/wheelhouse/cpu}
+WHEELHOUSE_CPU=${WHEELHOUSE_CPU:-$GPUHOST_CACHE/wheelhouse/cpu}
 WHEELHOUSE_DOUBLE=${WHEELHOUSE_DOUBLE:-$CACHE_DIR/wheelhouse/double}
-TINY_MODEL=${TINY_MODEL:-$CACHE_DIR/models/tiny-qwen3}
+TINY_MODEL=${TINY_MODEL:-$GPUHOST_CACHE/models/tiny-qwen3}
 export CONTAINERS_CONF=$LAB_STATE/cfg/containers.conf
 export CONTAINERS_STORAGE_CONF=$LAB_STATE/cfg/storage.conf
 export ANSIBLE_CONFIG=$REPO_ROOT/ansible.cfg
 export ANSIBLE_INJECT_FACT_VARS=false
 export PATH=$VENV/bin:$PATH
-export REPO_ROOT CACHE_DIR LAB_STATE LAB_IMAGE VENV WHEELHOUSE_CPU WHEELHOUSE_DOUBLE TINY_MODEL
+export REPO_ROOT CACHE_DIR GPUHOST_CACHE LAB_STATE LAB_IMAGE VENV WHEELHOUSE_CPU WHEELHOUSE_DOUBLE TINY_MODEL
 step() { printf '\n==> [%s] %s\n' "$(date +%H:%M:%S)" "$*"; }

@@ -29,6 +29,9 @@ cat >"$LAB_STATE/cfg/containers.conf" <<EOC
 [containers]
 default_ulimits = ["nofile=20000:20000", "nproc=32768:32768"]
 netns = "none"
+# vLLM's engine and its workers talk through shared-memory ring buffers (160 MiB and more):
+# podman's default 64 MiB /dev/shm fails the engine's start.
+shm_size = "2g"
 [engine]
 runtime = "runc"
 cgroup_manager = "cgroupfs"

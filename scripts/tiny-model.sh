@@ -8,7 +8,7 @@ if [ -f "$TINY_MODEL/model.safetensors" ] && [ -f "$TINY_MODEL/tokenizer.json" ]
   step "tiny model cached at $TINY_MODEL"; exit 0
 fi
 [ -n "$(ls "$WHEELHOUSE_CPU"/torch-*.whl 2>/dev/null)" ] || { echo "CPU wheelhouse missing: make wheelhouse-cpu" >&2; exit 1; }
-bv=$CACHE_DIR/model-builder
+bv=$GPUHOST_CACHE/model-builder
 if [ ! -x "$bv/bin/python" ] || ! "$bv/bin/python" -c 'import torch, transformers, tokenizers' 2>/dev/null; then
   step "model-builder venv from the CPU wheelhouse (torch, transformers, tokenizers)"
   python3 -m venv "$bv"
