@@ -27,7 +27,7 @@ CASES = [
     ("unknown_vllm_key", {"vllm_service_settings": {"max_num_seq": 8}}, ["max_num_seq", "max_num_seqs"]),
     ("max_num_seqs_zero", {"vllm_service_settings": {"max_num_seqs": 0}}, ["max_num_seqs", "> 0"]),
     ("gpu_mem_util_1_5", {"vllm_service_settings": {"gpu_memory_utilization": 1.5}}, ["gpu_memory_utilization", "(0, 1]"]),
-    ("spec_config_string", {"vllm_service_settings": {"speculative_config": "mtp"}}, ["speculative_config", "dict"]),
+    ("spec_config_string", {"vllm_service_settings": {"speculative_config": "mtp"}}, ["speculative_config", "mapping"]),
     ("tp_larger_than_gpus", {"vllm_service_tensor_parallel_size": 4}, ["tensor_parallel_size", "2"]),
     ("port_out_of_range", {"vllm_service_port": 70000}, ["vllm_service_port", "65535"]),
     ("empty_model", {"vllm_service_model": ""}, ["vllm_service_model"]),
@@ -38,7 +38,7 @@ CASES = [
     ("verify_concurrency_zero", {"vllm_verify_concurrency": [0, 2]}, ["vllm_verify_concurrency"]),
 ]
 
-FAIL_LINE = re.compile(r"^(?:fatal|failed): \[(?P<host>[^\]]+)\](?: \(item=[^)]*\))?: FAILED! => ", re.M)
+FAIL_LINE = re.compile(r"^(?:fatal|failed): \[(?P<host>[^\]]+)\](?: \(item=[^)]*\))?(?:: FAILED!)? => ", re.M)
 
 
 def parse_failures(stdout: str) -> dict:
