@@ -328,6 +328,12 @@ class PowerSampler:
         if proc is None:
             return []
         rc = proc.poll()
+        if rc is None and self._thread is not None and not self._thread.is_alive():
+            # The reader saw EOF: nvidia-smi is exiting on its own; reap it for its status.
+            try:
+                rc = proc.wait(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                rc = None
         if rc is None:
             proc.terminate()
             try:
