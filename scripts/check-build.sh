@@ -9,7 +9,7 @@ rm -rf "$out"; mkdir -p "$out"
 ansible-galaxy collection build --force --output-path "$out" "$REPO_ROOT"
 tarball=$(ls "$out"/gpuhost-inference-*.tar.gz)
 listing=$(tar -tzf "$tarball")
-for must in galaxy.yml MANIFEST.json README.md meta/runtime.yml roles/nvidia_power/tasks/main.yml \
+for must in MANIFEST.json FILES.json README.md meta/runtime.yml roles/nvidia_power/tasks/main.yml \
             roles/vllm_install/tasks/main.yml roles/vllm_service/tasks/main.yml roles/vllm_verify/tasks/main.yml \
             plugins/modules/nvidia_gpu_info.py plugins/modules/vllm_probe.py playbooks/site.yml; do
   grep -qx "$must" <<<"$listing" || { echo "missing from $tarball: $must" >&2; exit 1; }
