@@ -127,7 +127,15 @@ def probe_figures(results):
         "output_tokens": sum(r.output_tokens or 0 for r in ok),
         "e2e_mean_s": statistics.fmean(r.e2e_s for r in ok) if ok else None,
         "usage_missing": sum(1 for r in ok if not r.usage_seen),
+        "burst": sum(1 for r in ok if is_burst(r)),
     }
+
+
+def is_burst(res):
+    """The whole stream reached the client in one burst at its end (first text within 5 % of the end)."""
+    if res.t_first is None or res.t_end is None or (res.output_tokens or 0) < 2:
+        return False
+    return res.t_end - res.t_first < 0.05 * (res.t_end - res.t_start)
 
 
 def rel(probe, truth):
@@ -224,6 +232,10 @@ def main(argv=None):
     if total["probe"]["usage_missing"]:
         print("  note: %d streams sent no usage; their tokens were counted from chunks" % (
             total["probe"]["usage_missing"]))
+    if total["probe"]["burst"]:
+        print("  note: %d of %d streams reached the client in one burst at their end (first text within 5 %% of the "
+              "end): their probe TTFT is about their e2e while vLLM records its first token early; such a stall "
+              "alone moves the mean TTFT far past 5 %%" % (total["probe"]["burst"], total["probe"]["ok"]))
     if total["vllm"]["requests_e2e"] != total["probe"]["requests"]:
         print("  note: vLLM counted %d requests for the probe's %d (another client on the server?)" % (
             total["vllm"]["requests_e2e"], total["probe"]["requests"]))
