@@ -23,7 +23,7 @@ vLLM's clock is narrower than the client's: its TTFT and e2e start at the reques
 engine's input processor (after the HTTP request is read, parsed and tokenized) and its TTFT ends when
 the output processor takes the first token (before it is detokenized, wrapped as an SSE event and
 sent); the probe measures from before it connects to when it has the bytes. That difference is a
-roughly constant few milliseconds per request, so it is a large fraction of a TTFT of ~10 ms on
+roughly constant few milliseconds per request, so it is a noticeable fraction of a TTFT of ~50 ms on
 this CPU model and a small one of an e2e of seconds. The script prints it in ms as well.
 
     python3 benchmarks/probe_truth.py
