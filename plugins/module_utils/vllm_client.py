@@ -432,15 +432,20 @@ class SseParser:
         self.crlf = crlf
         return b"".join(pieces)
 
-    def feed(self, data, now):
-        if self.eof:
-            return
+    def _body(self, data):
+        """The body bytes in `data`: de-chunked, or cut at Content-Length (sets eof)."""
         if self.chunked:
-            data = self._dechunk(data)
-        elif self.remaining is not None:
+            return self._dechunk(data)
+        if self.remaining is not None:
             data = data[:self.remaining]
             self.remaining -= len(data)
             self.eof = self.remaining <= 0
+        return data
+
+    def feed(self, data, now):
+        if self.eof:
+            return
+        data = self._body(data)
         if b"\r" in data:
             data = data.replace(b"\r\n", b"\n")
         buf = self.buf + data if self.buf else data
@@ -620,12 +625,7 @@ class _BodyCollector(SseParser):
     def feed(self, data, now):
         if self.eof:
             return
-        if self.chunked:
-            data = self._dechunk(data)
-        elif self.remaining is not None:
-            data = data[:self.remaining]
-            self.remaining -= len(data)
-            self.eof = self.remaining <= 0
+        data = self._body(data)
         if len(self.body) < 65536:
             self.body += data
 
