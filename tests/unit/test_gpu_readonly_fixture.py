@@ -23,6 +23,7 @@ from ansible_collections.gpuhost.inference.plugins.module_utils.nvidia_smi impor
     summarize,
 )
 from ansible_collections.gpuhost.inference.plugins.modules import nvidia_gpu_info
+from module_harness import ExitJson, FailJson, exit_json, fail_json
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
@@ -48,20 +49,6 @@ PHASES = ("idle", "load")
 RATE_KEYS = ("samples_per_s_wall", "samples_per_s_stamps")
 
 
-class ExitJson(Exception):
-    pass
-
-
-class FailJson(Exception):
-    pass
-
-
-def _raise_exit(self, **kwargs):  # pylint: disable=unused-argument
-    raise ExitJson(kwargs)
-
-
-def _raise_fail(self, **kwargs):  # pylint: disable=unused-argument
-    raise FailJson(kwargs)
 
 
 def assert_same_facts(parsed, captured):
@@ -105,7 +92,7 @@ def test_facts_follow_from_the_captured_query_through_module_utils():
 def test_module_returns_the_same_facts_from_the_captured_query():
     answer = (DATA["raw_query"]["rc"], DATA["raw_query"]["stdout"], DATA["raw_query"]["stderr"])
     with patch_module_args({}), mock.patch.multiple(
-            basic.AnsibleModule, exit_json=_raise_exit, fail_json=_raise_fail,
+            basic.AnsibleModule, exit_json=exit_json, fail_json=fail_json,
             run_command=lambda self, argv, *a, **kw: answer,
             get_bin_path=lambda self, *a, **kw: FACTS["nvidia_smi_path"]):
         with pytest.raises(ExitJson) as info:

@@ -30,6 +30,7 @@ from ansible_collections.gpuhost.inference.plugins.module_utils.nvidia_smi impor
     parse_value,
 )
 from ansible_collections.gpuhost.inference.plugins.modules import nvidia_gpu_info
+from module_harness import ExitJson, FailJson, exit_json, fail_json
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
@@ -55,20 +56,6 @@ def captured_section(command_start):
     raise KeyError(command_start)
 
 
-class ExitJson(Exception):
-    pass
-
-
-class FailJson(Exception):
-    pass
-
-
-def _exit_json(self, **kwargs):  # pylint: disable=unused-argument
-    raise ExitJson(kwargs)
-
-
-def _fail_json(self, **kwargs):  # pylint: disable=unused-argument
-    raise FailJson(kwargs)
 
 
 def run_module(args, bin_path, answer):
@@ -81,7 +68,7 @@ def run_module(args, bin_path, answer):
         return answer["rc"], answer["out"], answer["err"]
 
     with patch_module_args(args), \
-            mock.patch.multiple(basic.AnsibleModule, exit_json=_exit_json, fail_json=_fail_json,
+            mock.patch.multiple(basic.AnsibleModule, exit_json=exit_json, fail_json=fail_json,
                                 run_command=run_command,
                                 get_bin_path=lambda self, *a, **kw: bin_path):
         with pytest.raises((ExitJson, FailJson)) as info:
@@ -139,7 +126,7 @@ def test_module_resolves_a_relative_name_with_extra_dirs():
         seen.update(name=name, required=required, opt_dirs=opt_dirs)
         return "/usr/local/bin/nvidia-smi"
 
-    with patch_module_args({}), mock.patch.multiple(basic.AnsibleModule, exit_json=_exit_json, fail_json=_fail_json,
+    with patch_module_args({}), mock.patch.multiple(basic.AnsibleModule, exit_json=exit_json, fail_json=fail_json,
                                                     get_bin_path=get_bin_path,
                                                     run_command=lambda self, argv, **kw: (6, "No devices were found\n", "")):
         with pytest.raises(FailJson):

@@ -21,6 +21,7 @@ from ansible.module_utils import basic
 from ansible.module_utils.testing import patch_module_args
 from ansible_collections.gpuhost.inference.plugins.module_utils import vllm_client
 from ansible_collections.gpuhost.inference.plugins.modules import vllm_probe
+from module_harness import ExitJson, FailJson, exit_json, fail_json
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 TESTS = os.path.dirname(HERE)
@@ -192,27 +193,13 @@ class SseServerDouble:
 
 # ------------------------------------------------------------------ running the module
 
-class ExitJson(Exception):
-    pass
-
-
-class FailJson(Exception):
-    pass
-
-
-def _exit_json(self, **kwargs):  # pylint: disable=unused-argument
-    raise ExitJson(kwargs)
-
-
-def _fail_json(self, **kwargs):  # pylint: disable=unused-argument
-    raise FailJson(kwargs)
 
 
 def run_module(args):
     """-> (failed, result)."""
     args = dict(args)
     args.setdefault("nvidia_smi_path", "/nonexistent/nvidia-smi")
-    with patch_module_args(args), mock.patch.multiple(basic.AnsibleModule, exit_json=_exit_json, fail_json=_fail_json):
+    with patch_module_args(args), mock.patch.multiple(basic.AnsibleModule, exit_json=exit_json, fail_json=fail_json):
         with pytest.raises((ExitJson, FailJson)) as info:
             vllm_probe.main()
     return info.type is FailJson, info.value.args[0]
