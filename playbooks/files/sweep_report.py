@@ -569,18 +569,25 @@ def plot_aggregate(plt, meta, rows, path):
                 label=plot_label(row))
     levels = concurrency_levels(rows)
     ax.set_xscale("log", base=2)
-    ax.set_xticks(levels)
-    ax.set_xticklabels([str(c) for c in levels])
-    ax.set_xlabel("concurrent requests")
-    ax.set_ylabel("aggregate output throughput (tokens/s)")
-    ax.set_title("Aggregate decode throughput vs concurrency ({})".format(meta["host"] or "host"))
+    _finish(plt, fig, ax, path, levels, [str(c) for c in levels], "concurrent requests",
+            "aggregate output throughput (tokens/s)",
+            "Aggregate decode throughput vs concurrency ({})".format(meta["host"] or "host"), "profile @ cap")
+    return True
+
+
+def _finish(plt, fig, ax, path, ticks, ticklabels, xlabel, ylabel, title, legend_title):
+    """Axes, labels, grid and legend shared by the plots; save the figure and close it."""
+    ax.set_xticks(ticks)
+    ax.set_xticklabels(ticklabels)
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.set_title(title)
     ax.set_ylim(bottom=0)
     ax.grid(True, alpha=0.3)
-    ax.legend(title="profile @ cap", fontsize="small")
+    ax.legend(title=legend_title, fontsize="small")
     fig.tight_layout()
     fig.savefig(path)
     plt.close(fig)
-    return True
 
 
 def plot_efficiency(plt, meta, rows, path):
@@ -600,22 +607,13 @@ def plot_efficiency(plt, meta, rows, path):
         style, marker = _style(index)
         ax.plot([v[0] for v in values], [v[1] for v in values], linestyle=style, marker=marker, label=profile)
     caps = sorted({v[0] for values in points.values() for v in values})
-    ax.set_xticks(caps)
-    ax.set_xticklabels([fmt(c, 0) for c in caps])
-    ax.set_xlabel("power cap per GPU (W)")
-    ax.set_ylabel("throughput per watt (tokens/s/W)")
     title = "Energy efficiency vs power cap"
     if top:
         title += " at {} concurrent requests".format(top)
     if meta["power_source"] != "nvidia-smi":
         title += "\n(power: {})".format(meta["power_source"])
-    ax.set_title(title)
-    ax.set_ylim(bottom=0)
-    ax.grid(True, alpha=0.3)
-    ax.legend(title="profile", fontsize="small")
-    fig.tight_layout()
-    fig.savefig(path)
-    plt.close(fig)
+    _finish(plt, fig, ax, path, caps, [fmt(c, 0) for c in caps], "power cap per GPU (W)",
+            "throughput per watt (tokens/s/W)", title, "profile")
     return True
 
 
