@@ -7,6 +7,7 @@ import glob
 import json
 import os
 import re
+import time
 
 import pytest
 
@@ -94,3 +95,114 @@ def test_unit_exposure_at_most_5(host):
 def test_power_unit_is_the_only_root_unit(host):
     power = host.check_output("systemctl show -p User -p Type gpu-power-limit.service")
     assert "Type=oneshot" in power and ("User=\n" in power + "\n" or "User=root" in power)
+
+
+# ------------------------------------------------------------------ what real clients send
+
+BENCH = (
+    "import sys\n"
+    "from vllm.utils.argparse_utils import FlexibleArgumentParser\n"
+    "from vllm.benchmarks.serve import add_cli_args, main\n"
+    "parser = FlexibleArgumentParser()\n"
+    "add_cli_args(parser)\n"
+    "main(parser.parse_args(sys.argv[1:]))\n"
+)
+BENCH_CONCURRENCY = 4
+
+
+def _completion(host, payload: dict) -> dict:
+    """POST /v1/completions from inside the box -> {status, body}."""
+    script = (
+        "import json, sys, urllib.request, urllib.error\n"
+        "req = urllib.request.Request('http://127.0.0.1:8000/v1/completions', data=sys.argv[1].encode(),\n"
+        "                             headers={'Content-Type': 'application/json'})\n"
+        "try:\n"
+        "    r = urllib.request.urlopen(req, timeout=120); print(json.dumps({'status': r.status, 'body': r.read().decode()}))\n"
+        "except urllib.error.HTTPError as e:\n"
+        "    print(json.dumps({'status': e.code, 'body': e.read().decode()}))\n"
+        "except OSError as e:\n"
+        "    print(json.dumps({'status': 0, 'body': str(e)}))\n"
+    )
+    out = host.run("python3 -c %s %s", script, json.dumps(payload))
+    return json.loads(out.stdout)
+
+
+def _unit(host) -> dict:
+    out = host.check_output("systemctl show -p ActiveState -p SubState -p NRestarts -p MainPID -p ExecMainStatus vllm.service")
+    return dict(line.split("=", 1) for line in out.splitlines() if "=" in line)
+
+
+def test_sampled_requests_are_served(host):
+    """What coding agents send: temperature 0.7 / top_p 0.95 (seeded), and the server's default sampling."""
+    for payload in (
+        {"model": "tiny-qwen3", "prompt": "def fib(n):", "max_tokens": 32, "temperature": 0.7, "top_p": 0.95, "seed": 7},
+        {"model": "tiny-qwen3", "prompt": "import os\n", "max_tokens": 32},
+    ):
+        answer = _completion(host, payload)
+        assert answer["status"] == 200, answer
+        assert json.loads(answer["body"])["usage"]["completion_tokens"] > 0, answer
+
+
+def test_vllm_bench_serve_with_default_sampling(host):
+    """vLLM's own client (vllm bench serve: random 96 in / 256 out, no temperature: the server's default)
+    against the converged server: no failed request; its output tok/s and mean TTFT beside the probe's."""
+    cmd = (
+        "cd /tmp && HF_HUB_OFFLINE=1 TOKENIZERS_PARALLELISM=false /opt/vllm/venv/bin/python -c %s "
+        "--backend openai --base-url http://127.0.0.1:8000 --endpoint /v1/completions --model tiny-qwen3 "
+        "--tokenizer /srv/models/tiny-qwen3 --dataset-name random --random-input-len 96 --random-output-len 256 "
+        f"--num-prompts {4 * BENCH_CONCURRENCY} --max-concurrency {BENCH_CONCURRENCY} --request-rate inf "
+        "--ignore-eos --disable-tqdm --seed 1234 --save-result --result-dir /tmp/bench --result-filename bench.json"
+    )
+    run = host.run(cmd, BENCH)
+    assert run.rc == 0, (run.stdout + run.stderr)[-4000:]
+    bench = json.loads(host.check_output("cat /tmp/bench/bench.json"))
+    assert bench["failed"] == 0 and bench["completed"] == 4 * BENCH_CONCURRENCY, {k: bench.get(k) for k in ("completed", "failed", "errors")}
+    assert bench["total_output_tokens"] == 4 * BENCH_CONCURRENCY * 256
+    report = json.loads(host.check_output("cat /var/lib/vllm/verify/reports/latest.json"))
+    rows = {"greedy": next(lv for lv in report["levels"] if lv["concurrency"] == BENCH_CONCURRENCY)}
+    for lv in report.get("sampled") or []:
+        if lv["concurrency"] == BENCH_CONCURRENCY:
+            rows["sampled"] = lv
+    compare = {"bench": {"output_tps": bench["output_throughput"], "mean_ttft_ms": bench["mean_ttft_ms"],
+                         "completed": bench["completed"], "failed": bench["failed"]},
+               "probe_profile": report["profile"], "concurrency": BENCH_CONCURRENCY}
+    for kind, lv in rows.items():
+        compare[kind] = {"output_tps": lv["aggregate_tps"], "mean_ttft_ms": lv["ttft_s"]["mean"] * 1000,
+                         "tps_ratio_probe_over_bench": round(lv["aggregate_tps"] / bench["output_throughput"], 3),
+                         "ttft_ratio_probe_over_bench": round(lv["ttft_s"]["mean"] * 1000 / bench["mean_ttft_ms"], 3)}
+    os.makedirs(os.path.join(REPO, "reports"), exist_ok=True)
+    with open(os.path.join(REPO, "reports", "bench-vs-probe.json"), "w", encoding="utf-8") as fh:
+        json.dump(compare, fh, indent=2)
+    print("\nvllm bench serve vs vllm_probe at concurrency %d: %s" % (BENCH_CONCURRENCY, json.dumps(compare)))
+    # The goal is within 10 %; on a noisy 2-core box the gate is a factor of 2 (both ways).
+    for kind in rows:
+        assert 0.5 <= compare[kind]["tps_ratio_probe_over_bench"] <= 2.0, compare
+
+
+def test_the_unit_comes_back_after_an_engine_death(host):
+    """Kill vLLM's engine core on the running server: systemd restarts the unit (whatever the exit
+    status of the API server), NRestarts goes up by one and a sampled completion is answered again."""
+    before = _unit(host)
+    assert before["ActiveState"] == "active", before
+    main_pid = before["MainPID"]
+    children = host.check_output("ps -o pid=,args= --ppid %s", main_pid)
+    engine = [line.split(None, 1) for line in children.splitlines() if "EngineCore" in line]
+    assert engine, children
+    t0 = time.monotonic()
+    host.check_output("kill -9 %s", engine[0][0])
+    served, after, answer = None, {}, {}
+    while time.monotonic() - t0 < 10 + 240:
+        after = _unit(host)
+        if int(after["NRestarts"]) > int(before["NRestarts"]) and after["ActiveState"] == "active":
+            answer = _completion(host, {"model": "tiny-qwen3", "prompt": "x = ", "max_tokens": 8,
+                                        "temperature": 0.7, "top_p": 0.95, "seed": 3})
+            if answer["status"] == 200:
+                served = time.monotonic() - t0
+                break
+        time.sleep(2)
+    journal = host.check_output("journalctl -u vllm.service --no-pager -o cat --since=-10min | "
+                                "grep -E 'EngineCore|Main process exited|Deactivated|Scheduled restart|Started' | tail -8")
+    print(f"\nengine killed: unit serving again after {served} s; NRestarts {before['NRestarts']} -> "
+          f"{after.get('NRestarts')}\n{journal}")
+    assert served is not None, (after, answer, journal)
+    assert int(after["NRestarts"]) == int(before["NRestarts"]) + 1, after

@@ -7,6 +7,7 @@ import subprocess
 import sys
 
 import pytest
+import yaml
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", ".."))
 BOX = "lab-faults"
@@ -27,9 +28,23 @@ def playbook_env() -> dict:
     return env
 
 
-def run_playbook(inventory: str, *args: str, timeout: int = 900) -> subprocess.CompletedProcess:
-    cmd = [os.path.join(BIN, "ansible-playbook"), "-i", inventory, os.path.join(REPO, "site.yml"), *args]
+def run_playbook(inventory: str, *args: str, timeout: int = 900, playbook: str = "") -> subprocess.CompletedProcess:
+    cmd = [os.path.join(BIN, "ansible-playbook"), "-i", inventory, playbook or os.path.join(REPO, "site.yml"), *args]
     return subprocess.run(cmd, cwd=REPO, env=playbook_env(), capture_output=True, text=True, timeout=timeout)
+
+
+def inventory(tmp_path, name: str) -> str:
+    with open(f"{REPO}/molecule/default/inventory/group_vars/gpu_servers.yml", encoding="utf-8") as fh:
+        fleet = yaml.safe_load(fh)
+    with open(f"{REPO}/molecule/faults/inventory/host_vars/{BOX}.yml", encoding="utf-8") as fh:
+        box_vars = yaml.safe_load(fh)
+    inv = {"gpu_servers": {"hosts": {name: {"ansible_connection": "containers.podman.podman", "ansible_host": name,
+                                            "ansible_python_interpreter": "/usr/bin/python3"}},
+                           "vars": {**fleet, **box_vars}}}
+    path = tmp_path / f"{name}.yml"
+    path.write_text(yaml.safe_dump(inv))
+    return str(path)
+
 
 
 def host_snapshot(host) -> str:

@@ -6,28 +6,13 @@ import os
 import re
 import subprocess
 
-import yaml
-
-from conftest import BOX, REPO, run_playbook
+from conftest import BOX, REPO, inventory, run_playbook
 
 RECAP = re.compile(r"^(?P<host>\S+)\s+: ok=(?P<ok>\d+)\s+changed=(?P<changed>\d+)\s+unreachable=(?P<unreachable>\d+)\s+failed=(?P<failed>\d+)", re.M)
 
 
 def recap(stdout: str) -> dict:
     return {m.group("host"): {k: int(v) for k, v in m.groupdict().items() if k != "host"} for m in RECAP.finditer(stdout)}
-
-
-def inventory(tmp_path, name: str) -> str:
-    with open(f"{REPO}/molecule/default/inventory/group_vars/gpu_servers.yml", encoding="utf-8") as fh:
-        fleet = yaml.safe_load(fh)
-    with open(f"{REPO}/molecule/faults/inventory/host_vars/{BOX}.yml", encoding="utf-8") as fh:
-        box_vars = yaml.safe_load(fh)
-    inv = {"gpu_servers": {"hosts": {name: {"ansible_connection": "containers.podman.podman", "ansible_host": name,
-                                            "ansible_python_interpreter": "/usr/bin/python3"}},
-                           "vars": {**fleet, **box_vars}}}
-    path = tmp_path / f"{name}.yml"
-    path.write_text(yaml.safe_dump(inv))
-    return str(path)
 
 
 def test_check_mode_on_the_converged_box_changes_nothing(tmp_path):
