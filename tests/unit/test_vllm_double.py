@@ -322,7 +322,7 @@ def test_engine_dies_after_n_requests(double):
     d = double(env={"GPUHOST_DOUBLE_DIE_AFTER_REQUESTS": "2"})
     assert stream(d, model=None, max_tokens=4)[0].status == 200
     assert stream(d, model=None, max_tokens=4)[0].status == 200
-    assert d.wait_exit() == 1
+    assert d.wait_exit() == 0  # vLLM 0.28.0's API server ends cleanly after an engine death
     assert ("EngineDeadError: EngineCore encountered an issue. See stack trace (above) for the "
             "root cause.") in d.log
 

@@ -7,7 +7,7 @@ server 0 on ..."), then serves /health, /version, /v1/models, /metrics, /v1/comp
 
   GPUHOST_DOUBLE_STARTUP_S=S              seconds of "engine init" before it listens (1.0)
   GPUHOST_DOUBLE_FAIL_AT_START=1          the engine core fails to start (exit 1)
-  GPUHOST_DOUBLE_DIE_AFTER_REQUESTS=N     EngineDeadError and exit 1 after N completions
+  GPUHOST_DOUBLE_DIE_AFTER_REQUESTS=N     EngineDeadError after N completions, then exit 0 (as 0.28.0)
   GPUHOST_DOUBLE_KV_TOKENS_PER_GPU=T      KV pool per GPU at gpu_memory_utilization 0.92 (140000)
   GPUHOST_DOUBLE_KV_BYTES_PER_TOKEN=B     sizes the pool from --kv-cache-memory-bytes (1024)
   GPUHOST_DOUBLE_SPEC_KV_FACTOR=F         pool factor with a speculative config (0.865)
@@ -234,7 +234,12 @@ def startup_failure(exc: StartupError) -> int:
 
 
 def engine_dead(state: State) -> None:
-    """The injected engine death: the message real vLLM logs, then exit(1) (systemd restarts)."""
+    """The injected engine death: the messages real vLLM logs, then exit status 0.
+
+    vLLM 0.28.0's API server does not fail on an engine death: its launcher sets uvicorn's
+    should_exit (unless VLLM_KEEP_ALIVE_ON_ENGINE_DEATH), so the process ends cleanly with status
+    0, as seen on the real CPU build. A unit with Restart=on-failure stays down after it.
+    """
     log("ERROR", "core.py:1074", "EngineCore encountered a fatal error.", proc="EngineCore")
     traceback_lines([
         ("/opt/vllm/venv/lib/python3/site-packages/vllm/v1/engine/core.py", 1065, "run_engine_core"),
@@ -247,7 +252,7 @@ def engine_dead(state: State) -> None:
     ], f"vllm.v1.engine.exceptions.EngineDeadError: {ENGINE_DEAD_MESSAGE}")
     log("ERROR", "api_server.py:1955", f"EngineDeadError: {ENGINE_DEAD_MESSAGE}")
     raw_log("INFO:     Shutting down")
-    os._exit(1)
+    os._exit(0)
 
 
 # ---------------------------------------------------------------- requests
