@@ -20,7 +20,7 @@ run_stage() {
     image) bash scripts/lab-image.sh ;;
     wheelhouse) bash scripts/wheelhouse.sh double "$WHEELHOUSE_DOUBLE" && bash scripts/wheelhouse.sh cpu "$WHEELHOUSE_CPU" ;;
     model) bash scripts/tiny-model.sh ;;
-    lint) yamllint --strict . && ansible-lint --profile production ;;
+    lint) yamllint --strict . && ansible-lint --profile production && antsibull-changelog lint ;;
     unit) python -m pytest -q tests/unit ;;
     build) bash scripts/check-build.sh ;;
     molecule-*) molecule test -s "${name#molecule-}" ;;
