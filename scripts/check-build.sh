@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # ansible-galaxy collection build, then prove the tarball ships the collection and nothing of
-# the test lab (tests/, molecule/, benchmarks/, .cache/).
+# the test lab (tests/, molecule/, benchmarks/, .cache/) nor the checkout's ansible.cfg.
 set -euo pipefail
 # shellcheck source=scripts/lab-env.sh
 . "$(dirname "$0")/lab-env.sh"
@@ -14,7 +14,7 @@ for must in MANIFEST.json FILES.json README.md meta/runtime.yml roles/nvidia_pow
             plugins/modules/nvidia_gpu_info.py plugins/modules/vllm_probe.py playbooks/site.yml; do
   grep -qx "$must" <<<"$listing" || { echo "missing from $tarball: $must" >&2; exit 1; }
 done
-if grep -E '^(tests|molecule|benchmarks|\.cache|scripts|reports)/' <<<"$listing"; then
+if grep -E '^(tests|molecule|benchmarks|\.cache|scripts|reports)/|^ansible\.cfg$' <<<"$listing"; then
   echo "test or lab files leaked into $tarball (above)" >&2; exit 1
 fi
 echo "$tarball: $(wc -l <<<"$listing") entries, no test/molecule files"
