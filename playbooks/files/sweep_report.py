@@ -22,7 +22,12 @@ runs are rows marked as such), 2 when the manifest cannot be read.
 Roofline: decode of one stream reads every weight once per token, so the bound is
   tokens/s = bandwidth (bytes/s) / (weight bytes / tensor parallel size)
 and the column is the measured single-stream decode tok/s as a percentage of it. Speculative
-decoding (e.g. MTP) emits more than one token per weight pass and may exceed 100 %.
+decoding (e.g. MTP) emits more than one token per weight pass and may exceed 100 %. The column is
+left empty for a run where no real GPU serves the model: its report's power source is not the real
+nvidia-smi (a test double or none) or vLLM ran on the CPU (platform cpu).
+
+Power source: each run's report says where its watts come from (power_source: nvidia-smi | test
+double | none); the table names it per run and the plots' titles when it is not nvidia-smi.
 """
 from __future__ import annotations
 
@@ -104,6 +109,22 @@ def fmt_pct(value):
     if abs(value) >= 10 or value == 0:
         return fmt(value, 1)
     return "{:.3g}".format(value)
+
+
+REAL_POWER = "nvidia-smi"
+
+
+def power_kind(text):
+    """vllm_verify's power_source (nvidia-smi | test double | none) from a report's or a manifest's text."""
+    text = str(text or "").strip()
+    if not text:
+        return None
+    low = text.lower()
+    if "test double" in low or "mock" in low:
+        return "test double"
+    if low.startswith("none"):
+        return "none"
+    return REAL_POWER
 
 
 def md_escape(text):
@@ -264,6 +285,20 @@ def report_problems(report):
     return problems
 
 
+def report_power_source(report):
+    """The run's power source as its report says it (None for a report from before it said it)."""
+    return power_kind(dig(report, "power_source", "power.power_source"))
+
+
+def no_gpu_reason(power_source, platform):
+    """Why no real GPU serves the model of a run (None when one does, as far as the report says)."""
+    if power_source is not None and power_source != REAL_POWER:
+        return "power source {}".format(power_source)
+    if platform == "cpu":
+        return "vLLM platform cpu"
+    return None
+
+
 def run_row(run, report, meta):
     """One table row (a dict) from the manifest's run entry and its loaded report (or None)."""
     report = report or {}
@@ -274,6 +309,9 @@ def run_row(run, report, meta):
     tp = report_tp(report, meta.get("tensor_parallel_size") or 1)
     bound = roofline_bound_tps(meta.get("bandwidth_gb_s"), meta.get("weight_bytes"), tp)
     decode = single["decode_tps_p50"] if single else None
+    power_source = report_power_source(report) or power_kind(meta.get("power_source")) or REAL_POWER
+    platform = dig(report, "vllm.platform", "power.platform")
+    no_gpu = no_gpu_reason(power_source, platform)
     cap = number(run.get("cap_w"))
     enforced = [number(w) for w in (run.get("enforced_w") or [])]
     enforced = [w for w in enforced if w is not None] or report_enforced(report)
@@ -312,8 +350,11 @@ def run_row(run, report, meta):
         "mean_w_top": top["mean_w"] if top else None,
         "j_per_token_top": top["j_per_token"] if top else None,
         "tps_per_w_top": top["tps_per_w"] if top else None,
-        "roofline_bound_tps": bound,
-        "roofline_pct": roofline_pct(decode, bound),
+        "roofline_bound_tps": bound if no_gpu is None else None,
+        "roofline_pct": roofline_pct(decode, bound) if no_gpu is None else None,
+        "power_source": power_source,
+        "platform": platform,
+        "no_gpu_reason": no_gpu,
     }
 
 
@@ -420,6 +461,11 @@ def build(manifest, base_dir):
         notes.append("roofline column empty: the model's weight bytes are unknown ({})".format(
             meta["weight_source"] or "set sweep_model_weight_bytes"))
     rows = [run_row(run, report, meta) for run, report in loaded]
+    said = sorted({row["power_source"] for row, (_run, report) in zip(rows, loaded) if report_power_source(report or {})})
+    if said:
+        meta["power_source"] = ", ".join(said)
+    for reason in sorted({row["no_gpu_reason"] for row in rows if row["no_gpu_reason"]}):
+        notes.append("roofline column empty where no real GPU serves the model ({})".format(reason))
     return meta, rows, notes
 
 
@@ -447,7 +493,7 @@ def render_markdown(meta, rows, notes, plots):
     header = ["profile", "cap W", "KV pool tokens", "full-context concurrency", "decode tok/s (1 stream)"]
     header += ["aggregate tok/s c={}".format(c) for c in levels]
     header += ["TTFT p50 s (c=1)", "mean W " + top_tag, "J/token " + top_tag, "tok/s/W " + top_tag,
-               "roofline %", "status"]
+               "power source", "roofline %", "status"]
     out.append("| " + " | ".join(header) + " |")
     out.append("|" + "|".join(["---"] + ["---:"] * (len(header) - 2) + ["---"]) + "|")
     for row in rows:
@@ -464,6 +510,7 @@ def render_markdown(meta, rows, notes, plots):
             fmt(row["mean_w_top"], 1),
             fmt_small(row["j_per_token_top"]),
             fmt(row["tps_per_w_top"], 3),
+            md_escape(row["power_source"]),
             fmt_pct(row["roofline_pct"]),
             status_text(row),
         ]
@@ -472,14 +519,14 @@ def render_markdown(meta, rows, notes, plots):
 
     out.append("## Power per concurrency level")
     out.append("")
-    out.append("| profile | cap W | concurrency | aggregate tok/s | mean W | J/token | tok/s/W | errors |")
-    out.append("|---|---:|---:|---:|---:|---:|---:|---:|")
+    out.append("| profile | cap W | concurrency | aggregate tok/s | mean W | J/token | tok/s/W | errors | power source |")
+    out.append("|---|---:|---:|---:|---:|---:|---:|---:|---|")
     for row in rows:
         for level in row["levels"]:
-            out.append("| {} | {} | {} | {} | {} | {} | {} | {} |".format(
+            out.append("| {} | {} | {} | {} | {} | {} | {} | {} | {} |".format(
                 md_escape(row["profile"]), md_escape(cap_label(row)), level["concurrency"],
                 fmt(level["aggregate_tps"], 1), fmt(level["mean_w"], 1), fmt_small(level["j_per_token"]),
-                fmt(level["tps_per_w"], 3), fmt(level["errors"], 0)))
+                fmt(level["tps_per_w"], 3), fmt(level["errors"], 0), md_escape(row["power_source"])))
     out.append("")
 
     out.append("## How to read it")
@@ -503,10 +550,13 @@ def render_markdown(meta, rows, notes, plots):
             md_escape(meta["power_source"]),
             (": " + md_escape(meta["power_source_note"])) if meta["power_source_note"] else ""))
     else:
-        out.append("- power source: nvidia-smi power.draw sampled during each level.")
-    if "mock" in meta["power_source"].lower():
-        out.append("- the GPUs are the mock's too: the roofline compares with the bandwidth of the mocked card, "
-                   "which the model may not even run on (a CPU lab box).")
+        out.append("- power source: nvidia-smi, sampled during each level's load window.")
+    if any(row["power_source"] == "test double" for row in rows):
+        out.append("- power source test double: the nvidia-smi is not the real one (the lab's mock); its watts, "
+                   "J/token and tok/s/W are simulated, not measured.")
+    if any(row["no_gpu_reason"] for row in rows):
+        out.append("- roofline %: empty where no real GPU serves the model (the power source is not the real "
+                   "nvidia-smi, or vLLM runs on the CPU).")
     out.append("")
     if plots:
         out.append("## Plots")
@@ -569,9 +619,11 @@ def plot_aggregate(plt, meta, rows, path):
                 label=plot_label(row))
     levels = concurrency_levels(rows)
     ax.set_xscale("log", base=2)
+    title = "Aggregate decode throughput vs concurrency ({})".format(meta.get("host") or "host")
+    if meta.get("power_source") and meta.get("power_source") != "nvidia-smi":
+        title += "\n(power: {})".format(meta["power_source"])
     _finish(plt, fig, ax, path, levels, [str(c) for c in levels], "concurrent requests",
-            "aggregate output throughput (tokens/s)",
-            "Aggregate decode throughput vs concurrency ({})".format(meta["host"] or "host"), "profile @ cap")
+            "aggregate output throughput (tokens/s)", title, "profile @ cap")
     return True
 
 
@@ -610,8 +662,8 @@ def plot_efficiency(plt, meta, rows, path):
     title = "Energy efficiency vs power cap"
     if top:
         title += " at {} concurrent requests".format(top)
-    if meta["power_source"] != "nvidia-smi":
-        title += "\n(power: {})".format(meta["power_source"])
+    if meta.get("power_source") != "nvidia-smi":
+        title += "\n(power: {})".format(meta.get("power_source") or "unknown")
     _finish(plt, fig, ax, path, caps, [fmt(c, 0) for c in caps], "power cap per GPU (W)",
             "throughput per watt (tokens/s/W)", title, "profile")
     return True

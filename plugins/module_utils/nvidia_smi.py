@@ -31,6 +31,9 @@ __all__ = [
     "parse_csv",
     "parse_value",
     "parse_timestamp",
+    "power_draw_field",
+    "power_source",
+    "summarize",
 ]
 
 # --query-gpu field -> fact key returned by gpu_info() (and by the nvidia_gpu_info module).
@@ -72,6 +75,12 @@ _FLOAT = re.compile(r"^-?\d+\.\d*$")
 _UNIT = re.compile(r"^(-?\d+(?:\.\d*)?) (W|MiB|%|MHz|C|sec)$")
 
 NO_DEVICES = "No devices were found"
+# What nvidia-smi prints for a --query-gpu field it does not know (captured, rc 2).
+NOT_A_FIELD = "is not a valid field to query"
+# The power fields, best first: the instant reading where the driver has it, else the 1 s average.
+POWER_DRAW_INSTANT = "power.draw.instant"
+POWER_DRAW_AVERAGE = "power.draw"
+ELF_MAGIC = b"\x7fELF"
 RC_NO_DEVICES = 6
 RC_DRIVER = 9
 TIMESTAMP_FORMAT = "%Y/%m/%d %H:%M:%S.%f"
@@ -274,11 +283,14 @@ class PowerSampler:
     ``error`` holds a message when nvidia-smi ended by itself with an error.
     """
 
-    REQUIRED = ("timestamp", "index", "power.draw")
+    REQUIRED = ("timestamp", "index")
 
-    def __init__(self, smi, fields=None, interval_ms=200, gpus=None, popen=subprocess.Popen):
+    def __init__(self, smi, fields=None, interval_ms=200, gpus=None, popen=subprocess.Popen,
+                 power_field=POWER_DRAW_AVERAGE):
         fields = list(fields or ())
-        self.fields = list(self.REQUIRED) + [f for f in fields if f not in self.REQUIRED]
+        required = list(self.REQUIRED) + [power_field]
+        self.power_field = power_field
+        self.fields = required + [f for f in fields if f not in required]
         self.smi = smi
         self.interval_ms = int(interval_ms)
         self.gpus = gpus
@@ -361,32 +373,102 @@ class PowerSampler:
         self.stop()
         return False
 
-    def summary(self):
+    def summary(self, window=None):
         with self._lock:
             samples = list(self.samples)
-        return summarize(samples)
+        return summarize(samples, self.power_field, window)
 
 
-def summarize(samples):
-    """Per-GPU power statistics of sampler rows (see PowerSampler)."""
+def _gpu_key(index):
+    return (0, int(index), "") if index.isdigit() else (1, 0, index)
+
+
+def summarize(samples, field=POWER_DRAW_AVERAGE, window=None):
+    """Per-GPU power statistics of sampler rows (see PowerSampler), keyed by the index as a string.
+
+    Without ``window``: ``mean_w`` is the mean of the samples, ``energy_j`` the trapezoid between
+    the first and the last sample, ``duration_s`` their span.
+
+    With ``window`` = (t0, t1) (seconds since the epoch, the load's first request sent and its last
+    stream end): only the samples inside it count. ``energy_j`` is the integral over the whole
+    window of the line through those samples (trapezoids between them; before the first and after
+    the last one their value is held to the window's edges), ``duration_s`` the window and
+    ``mean_w`` = energy_j / duration_s (the time-weighted mean). A GPU with no sample inside the
+    window gets ``samples`` 0 and null figures.
+    """
     per_gpu = {}
     for row in samples:
-        if row.get("index") is None or not isinstance(row.get("power.draw"), (int, float)):
+        if row.get("index") is None:
             continue
-        per_gpu.setdefault(str(row["index"]), []).append((row["t"], float(row["power.draw"])))
+        points = per_gpu.setdefault(str(row["index"]), [])
+        value = row.get(field)
+        if isinstance(value, (int, float)) and not isinstance(value, bool) and isinstance(row.get("t"), (int, float)):
+            points.append((float(row["t"]), float(value)))
     result = {}
-    for index, points in sorted(per_gpu.items(), key=lambda kv: int(kv[0]) if kv[0].isdigit() else kv[0]):
-        points.sort(key=lambda p: p[0])
+    for index in sorted(per_gpu, key=_gpu_key):
+        points = sorted(per_gpu[index])
+        if window is not None:
+            start, end = float(window[0]), float(window[1])
+            points = [p for p in points if start <= p[0] <= end]
+        if not points:
+            if window is not None:
+                result[index] = {"mean_w": None, "max_w": None, "min_w": None, "samples": 0,
+                                 "duration_s": round(max(0.0, end - start), 3), "energy_j": None}
+            continue
         watts = [p[1] for p in points]
         energy = 0.0
         for (t0, p0), (t1, p1) in zip(points, points[1:]):
             energy += (t1 - t0) * (p0 + p1) / 2.0
+        if window is None:
+            duration = points[-1][0] - points[0][0]
+            mean = sum(watts) / len(watts)
+        else:
+            energy += (points[0][0] - start) * points[0][1] + (end - points[-1][0]) * points[-1][1]
+            duration = end - start
+            mean = energy / duration if duration > 0 else watts[0]
         result[index] = {
-            "mean_w": round(sum(watts) / len(watts), 3),
+            "mean_w": round(mean, 3),
             "max_w": max(watts),
             "min_w": min(watts),
             "samples": len(watts),
-            "duration_s": round(points[-1][0] - points[0][0], 3),
+            "duration_s": round(duration, 3),
             "energy_j": round(energy, 3),
         }
     return result
+
+
+def power_draw_field(smi, gpus=None):
+    """(field, note): which power reading to sample, asked of nvidia-smi once.
+
+    ``power.draw.instant`` where the driver has it; ``power.draw`` (a 1 s average on Ampere and
+    newer) when nvidia-smi says the field is not a valid one (an older driver: rc 2, ``Field
+    "power.draw.instant" is not a valid field to query.``) or gives no value for any GPU
+    (``[N/A]``, ``[Not Supported]``). ``note`` says why the fallback was taken (None otherwise).
+    Any other failure raises NvidiaSmiError.
+    """
+    try:
+        rows = smi.query(["index", POWER_DRAW_INSTANT], gpus)
+    except NvidiaSmiError as exc:
+        if NOT_A_FIELD in exc.output or NOT_A_FIELD in exc.msg:
+            return POWER_DRAW_AVERAGE, "nvidia-smi does not know %s (%s)" % (POWER_DRAW_INSTANT, exc.output or exc.msg)
+        raise
+    if not any(isinstance(r.get(POWER_DRAW_INSTANT), (int, float)) for r in rows):
+        return POWER_DRAW_AVERAGE, "nvidia-smi gives no %s value (not supported on these GPUs)" % POWER_DRAW_INSTANT
+    return POWER_DRAW_INSTANT, None
+
+
+def power_source(path):
+    """What the nvidia-smi at ``path`` is: ``nvidia-smi`` | ``test double`` | ``none``.
+
+    The real nvidia-smi is an ELF executable. Anything else at the resolved path (the lab's
+    Python mock, a shell wrapper) is taken for a test double: its watts are not a measurement.
+    ``none``: no path. A file that cannot be read is taken for the real one (it cannot be told apart).
+    """
+    if not path:
+        return "none"
+    try:
+        with open(path, "rb") as handle:
+            magic = handle.read(4)
+    except OSError:
+        return "nvidia-smi"
+    return "nvidia-smi" if magic == ELF_MAGIC else "test double"

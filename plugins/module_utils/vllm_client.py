@@ -40,6 +40,7 @@ __all__ = [
     "RequestResult",
     "context_prompt",
     "context_probe",
+    "load_window",
     "make_prompt",
     "parse_context_error",
     "run_level",
@@ -92,7 +93,7 @@ class RequestResult:
 
     __slots__ = (
         "status", "error", "message", "t_start", "t_first", "t_last", "t_end", "chunks",
-        "completion_tokens", "prompt_tokens", "usage_seen", "body",
+        "completion_tokens", "prompt_tokens", "usage_seen", "body", "text_reads",
     )
 
     def __init__(self):
@@ -108,6 +109,7 @@ class RequestResult:
         self.prompt_tokens = None
         self.usage_seen = False
         self.body = None
+        self.text_reads = 0  # socket reads that brought text (see burst)
 
     @property
     def ok(self):
@@ -143,6 +145,14 @@ class RequestResult:
             return None
         return (tokens - 1) / span
 
+    @property
+    def burst(self):
+        """A complete stream whose text came in at most BURST_READS socket reads although it has
+        more than BURST_READS tokens: the tokens were not seen as they were made (a client that
+        could not read in time, or a proxy that buffers), so its decode rate means nothing."""
+        return self.ok and self.output_tokens is not None and self.output_tokens > BURST_READS \
+            and self.text_reads <= BURST_READS
+
     def to_dict(self):
         return {
             "status": self.status,
@@ -155,6 +165,8 @@ class RequestResult:
             "prompt_tokens": self.prompt_tokens,
             "chunks": self.chunks,
             "usage_seen": self.usage_seen,
+            "text_reads": self.text_reads,
+            "burst": self.burst,
         }
 
 
@@ -329,6 +341,9 @@ class Endpoint:
         parser.close()
 
 
+# A stream whose text came in this many socket reads or fewer is a burst (RequestResult.burst).
+BURST_READS = 2
+
 _RAW_DECODE = json.JSONDecoder().raw_decode
 _TEXT_KEY = re.compile(r'"text"\s*:\s*"(.)', re.S).search
 
@@ -456,6 +471,7 @@ class SseParser:
         self.buf = buf[cut + 2:]
         # whole events only, so no UTF-8 sequence is cut; one decode for all of them
         result = self.result
+        chunks_before = result.chunks
         decode = _RAW_DECODE
         for event in buf[:cut].decode("utf-8", "replace").split("\n\n"):
             if event[:6] == "data: " and "\n" not in event:
@@ -499,6 +515,8 @@ class SseParser:
                     result.usage_seen = True
                     result.completion_tokens = usage.get("completion_tokens")
                     result.prompt_tokens = usage.get("prompt_tokens")
+        if result.chunks > chunks_before:
+            result.text_reads += 1
 
     def close(self):
         """The body ended: a stream without data: [DONE] is an error."""
@@ -540,7 +558,10 @@ def count_errors(results):
 
 
 def aggregate(results, wall_s):
-    """The figures of a set of requests that ran within ``wall_s`` seconds."""
+    """The figures of a set of requests that ran within ``wall_s`` seconds.
+
+    ``decode_tps`` leaves out the burst streams (RequestResult.burst), counted in ``burst_streams``.
+    """
     ok = [r for r in results if r.ok]
     output_tokens = sum(r.output_tokens or 0 for r in ok)
     messages = []
@@ -557,7 +578,8 @@ def aggregate(results, wall_s):
         "wall_s": round(wall_s, 6),
         "aggregate_tps": round(output_tokens / wall_s, 3) if wall_s > 0 else None,
         "ttft_s": summarize(r.ttft_s for r in ok),
-        "decode_tps": summarize(r.decode_tps for r in ok),
+        "decode_tps": summarize(r.decode_tps for r in ok if not r.burst),
+        "burst_streams": sum(1 for r in ok if r.burst),
         "e2e_s": summarize(r.e2e_s for r in ok),
     }
 
@@ -569,16 +591,25 @@ def make_prompt(words, prefix):
     return "%s %s" % (prefix, body)
 
 
-def completion_payload(model, prompt, max_tokens):
-    return {
+def completion_payload(model, prompt, max_tokens, temperature=0, top_p=None, seed=None):
+    """A streamed completion of exactly ``max_tokens`` tokens (``ignore_eos``), usage in the stream.
+
+    Greedy by default (temperature 0); ``top_p`` and ``seed`` are sent only when given.
+    """
+    payload = {
         "model": model,
         "prompt": prompt,
         "max_tokens": int(max_tokens),
-        "temperature": 0,
+        "temperature": temperature,
         "ignore_eos": True,
         "stream": True,
         "stream_options": {"include_usage": True},
     }
+    if top_p is not None:
+        payload["top_p"] = top_p
+    if seed is not None:
+        payload["seed"] = int(seed)
+    return payload
 
 
 def context_prompt(length):
@@ -927,13 +958,17 @@ def run_streams(endpoint, sources, request_timeout=300.0, deadline=None, sampler
 
 
 def run_level(endpoint, model, concurrency, rounds=1, max_tokens=256, prompt_words=64,
-              request_timeout=300.0, deadline=None, sampler=None, run_id=None):
+              request_timeout=300.0, deadline=None, sampler=None, run_id=None, sampling=None):
     """One concurrency level: ``concurrency`` streams, each sending ``rounds`` requests back to back.
 
     All ``concurrency * rounds`` payloads are prepared first and the streams start together, so
     exactly ``concurrency`` requests are in flight until the first stream ends.
     ``sampler`` (optional): an object with start()/stop() run around the level (power).
-    Returns (figures dict, list of RequestResult).
+    ``sampling`` (optional): {temperature, top_p, seed} for a sampled level; request number n
+    (0-based, r * concurrency + stream) is sent with seed + n, so a run is repeatable. Without it
+    the requests are greedy (temperature 0).
+    Returns (figures dict, list of RequestResult); the figures of a sampled level carry
+    ``temperature``, ``top_p`` and ``seed`` (the first request's).
     """
     concurrency = int(concurrency)
     rounds = int(rounds)
@@ -942,13 +977,34 @@ def run_level(endpoint, model, concurrency, rounds=1, max_tokens=256, prompt_wor
     for w in range(concurrency):
         payloads = []
         for r in range(rounds):
-            prefix = "[probe %s c%d-%d]" % (run_id, concurrency, r * concurrency + w)
-            payloads.append(completion_payload(model, make_prompt(prompt_words, prefix), max_tokens))
+            n = r * concurrency + w
+            if sampling is None:
+                prefix = "[probe %s c%d-%d]" % (run_id, concurrency, n)
+                payload = completion_payload(model, make_prompt(prompt_words, prefix), max_tokens)
+            else:
+                prefix = "[probe %s s%d-%d]" % (run_id, concurrency, n)
+                payload = completion_payload(
+                    model, make_prompt(prompt_words, prefix), max_tokens, temperature=float(sampling["temperature"]),
+                    top_p=float(sampling["top_p"]), seed=int(sampling["seed"]) + n,
+                )
+            payloads.append(payload)
         sources.append(functools.partial(next, iter(payloads), None))
     results, wall = run_streams(endpoint, sources, request_timeout, deadline, sampler)
     figures = {"concurrency": concurrency}
+    if sampling is not None:
+        figures.update({"temperature": float(sampling["temperature"]), "top_p": float(sampling["top_p"]),
+                        "seed": int(sampling["seed"])})
     figures.update(aggregate(results, wall))
     return figures, results
+
+
+def load_window(results):
+    """(first request sent, last stream end) of the results, perf_counter seconds; None without any."""
+    starts = [r.t_start for r in results if r.t_start is not None]
+    ends = [r.t_end for r in results if r.t_end is not None]
+    if not starts or not ends:
+        return None
+    return min(starts), max(ends)
 
 
 def run_soak(endpoint, model, concurrency, seconds, max_tokens=256, prompt_words=64,
@@ -1006,9 +1062,12 @@ def parse_context_error(message):
 
 
 def context_probe(endpoint, model, max_model_len, max_tokens=256, request_timeout=300.0, deadline=None):
-    """A prompt of (limit - max_tokens) token ids must be answered (200); one more must get a 400.
+    """A prompt of (limit - max_tokens) token ids must be answered; one more must be refused.
 
-    Returns {limit, max_tokens, ok, fit: {...}, over: {...}}.
+    ``fit.ok``: HTTP 200, the stream complete (``data: [DONE]``, no error event) with exactly
+    ``max_tokens`` output tokens. ``over.ok``: HTTP 400 whose message names the limit probed
+    (the parsed ``limit`` equals max_model_len). ``ok``: both; ``reason`` says what failed.
+    Returns {limit, max_tokens, ok, reason, fit: {...}, over: {...}}.
     """
     limit = int(max_model_len)
     fit_len = limit - int(max_tokens)
@@ -1019,20 +1078,23 @@ def context_probe(endpoint, model, max_model_len, max_tokens=256, request_timeou
         completion_payload(model, context_prompt(fit_len + 1), max_tokens), timeout=request_timeout, deadline=deadline,
     )
     parsed = parse_context_error(over.message) if over.status == 400 else parse_context_error("")
+    fit_tokens = fit.output_tokens if fit.ok else None
     fit_part = {
         "status": fit.status,
-        "ok": fit.ok and fit.status == 200,
+        "ok": fit.ok and fit.status == 200 and fit_tokens == int(max_tokens),
+        "complete": fit.ok and fit.status == 200,
         "error": fit.error,
         "message": fit.message,
         "prompt_tokens": fit.prompt_tokens if fit.prompt_tokens is not None else fit_len,
         "sent_tokens": fit_len,
-        "output_tokens": fit.output_tokens if fit.ok else None,
+        "output_tokens": fit_tokens,
+        "expected_tokens": int(max_tokens),
         "ttft_s": _round(fit.ttft_s),
         "e2e_s": _round(fit.e2e_s),
     }
     over_part = {
         "status": over.status,
-        "ok": over.status == 400,
+        "ok": over.status == 400 and parsed["limit"] == limit,
         "error": over.error,
         "message": over.message,
         "sent_tokens": fit_len + 1,
@@ -1041,10 +1103,24 @@ def context_probe(endpoint, model, max_model_len, max_tokens=256, request_timeou
         "prompt_tokens": parsed["prompt_tokens"],
         "output_tokens": parsed["output_tokens"],
     }
+    reasons = []
+    if fit.status != 200:
+        reasons.append("the fitting prompt got %s, not 200%s" % (
+            fit.status if fit.status is not None else fit.error, (": " + fit.message) if fit.message else ""))
+    elif not fit_part["complete"]:
+        reasons.append("the fitting prompt's stream broke (%s: %s)" % (fit.error, fit.message))
+    elif fit_tokens != int(max_tokens):
+        reasons.append("the fitting prompt got %s output tokens, not %d" % (fit_tokens, int(max_tokens)))
+    if over.status != 400:
+        reasons.append("one token over got %s, not 400" % (over.status if over.status is not None else over.error))
+    elif parsed["limit"] != limit:
+        reasons.append("one token over got a 400 naming the limit %s, not %d: %s" % (
+            parsed["limit"], limit, (over.message or "")[:300]))
     return {
         "limit": limit,
         "max_tokens": int(max_tokens),
         "ok": fit_part["ok"] and over_part["ok"],
+        "reason": "; ".join(reasons) if reasons else None,
         "fit": fit_part,
         "over": over_part,
     }

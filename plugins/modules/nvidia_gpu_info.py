@@ -14,6 +14,8 @@ description:
     with its index, UUID, name, PCI bus id, driver version, persistence mode, power management state,
     power draw, requested and enforced power limits, default/min/max power limits and total memory.
   - Read-only; changes nothing on the host and runs the same in check mode.
+  - Says whether the program is the real nvidia-smi (an ELF executable) or a test double (any other
+    file at the resolved path, such as the lab's Python mock), see RV(power_source).
   - Fails with a clear message when nvidia-smi is missing, cannot talk to the driver, reports no
     devices, or when O(gpus) names an index that is not present.
 author:
@@ -156,6 +158,13 @@ nvidia_smi_path:
   returned: success
   type: str
   sample: /usr/bin/nvidia-smi
+power_source:
+  description:
+    - V(nvidia-smi) when the file at RV(nvidia_smi_path) is an ELF executable (the real tool), V(test double)
+      when it is anything else (the lab's Python mock, a wrapper script), whose readings are simulated.
+  returned: success
+  type: str
+  sample: nvidia-smi
 """
 
 import os
@@ -164,6 +173,7 @@ from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.gpuhost.inference.plugins.module_utils.nvidia_smi import (
     NvidiaSmi,
     NvidiaSmiError,
+    power_source,
 )
 
 EXTRA_DIRS = ["/usr/bin", "/usr/local/bin"]
@@ -224,6 +234,7 @@ def main():
         driver_version=gpus[0]["driver_version"],
         gpu_count=len(gpus),
         nvidia_smi_path=path,
+        power_source=power_source(path),
     )
 
 

@@ -15,15 +15,24 @@ description:
     concurrency level after the other, and returns per level the time to first token, the per-request
     decode speed, the aggregate tokens per second (all with mean/p50/p90/p99), and the errors by
     HTTP status.
+  - Then, for each level of O(sampled_concurrency), the same load sampled as clients sample
+    (O(temperature) above 0, O(top_p), request number N sent with seed O(seed) + N so that a run is
+    repeatable), returned under RV(sampled).
   - Output tokens are counted from the stream's final C(usage) chunk, not from the number of chunks
     (with speculative decoding one chunk carries several tokens).
   - Every prompt starts with a unique prefix (a run id, the level and the request number), so the
     prefix cache does not flatter the figures.
   - With O(context_probe=true), sends a prompt of token ids exactly filling the context window with
-    O(max_tokens) (it must be answered, HTTP 200) and one of a single token more (it must be refused
-    with HTTP 400); the server's message and the numbers it names are returned.
-  - When O(nvidia_smi_path) resolves on the target, samples C(power.draw) of every GPU during each
-    level and returns watts per GPU, joules per output token and tokens per second per watt.
+    O(max_tokens) (it must be answered, HTTP 200, with a complete stream of exactly O(max_tokens)
+    tokens) and one of a single token more (it must be refused with HTTP 400 naming the context length
+    probed); the server's message and the numbers it names are returned.
+  - When O(nvidia_smi_path) resolves on the target, samples the power of the GPUs of O(gpu_indices)
+    (all when empty) during each level, C(power.draw.instant) where nvidia-smi has it (asked once;
+    C(power.draw), a 1 s average, when it says the field is not a valid one or gives no value), and
+    returns watts per GPU, joules per output token and tokens per second per watt over the load window.
+  - Says where the watts come from (RV(power_source)) - the real nvidia-smi is an ELF executable;
+    anything else at the resolved path (the lab's Python mock, a wrapper script) is reported as
+    V(test double), whose watts are simulated, not measured.
   - With O(soak_seconds) above 0, keeps the highest level of O(concurrency) busy for that long and
     returns the requests, errors by status and the count of 5xx answers.
   - Uses only the Python standard library on the target. Never changes anything (C(changed) is
@@ -106,6 +115,42 @@ options:
       - Seconds of sustained load at the highest level of O(concurrency) after the levels. V(0) skips it.
     type: float
     default: 0
+  sampled_concurrency:
+    description:
+      - Concurrency levels run sampled (O(temperature), O(top_p), O(seed)) after the greedy levels,
+        with the same O(rounds), O(max_tokens), C(ignore_eos), streaming and unique prompt prefixes.
+        Each must be at least 1. Empty runs none.
+    type: list
+    elements: int
+    default: []
+    version_added: "1.1.0"
+  temperature:
+    description:
+      - The temperature of the sampled levels, above 0 and at most 2.
+    type: float
+    default: 0.7
+    version_added: "1.1.0"
+  top_p:
+    description:
+      - The top_p of the sampled levels, above 0 and at most 1.
+    type: float
+    default: 0.95
+    version_added: "1.1.0"
+  seed:
+    description:
+      - The seed of the first sampled request of a level; request number N (0-based) is sent with
+        O(seed) + N, so the sampled load is the same from run to run.
+    type: int
+    default: 1234
+    version_added: "1.1.0"
+  gpu_indices:
+    description:
+      - The nvidia-smi indices of the GPUs serving the model, whose power is sampled (C(-i)). Empty
+        samples every GPU.
+    type: list
+    elements: int
+    default: []
+    version_added: "1.1.0"
 attributes:
   check_mode:
     support: full
@@ -117,8 +162,13 @@ notes:
     V(incomplete) (the stream ended before C(data: [DONE])) and V(stream_error) (an error event in the stream)."
   - Percentiles are those of Python's C(statistics.quantiles) with C(method='inclusive'); with a single
     request every figure is that request's value.
-  - C(j_per_token) is the level's mean total power times its wall time over its output tokens, so it
-    is the inverse of C(tps_per_w).
+  - A burst stream is a complete one whose text arrived in at most two socket reads although it has
+    more than two tokens (seen as the tokens piled up, not as they were made); its decode rate is left
+    out of C(decode_tps) and counted in C(burst_streams).
+  - The power figures use only the samples inside the load window (the level's first request sent to
+    its last stream end); per GPU C(energy_j) is the integral over the window of the line through
+    those samples (each end held to the window's edge), C(mean_w) that energy over the window;
+    C(j_per_token) is the summed energy over the output tokens.
   - Each stream keeps its connection alive between its requests (as C(vllm bench serve)'s client does),
     so TTFT does not include a TCP connect. Over C(http://) one thread drives all streams with
     non-blocking sockets (one core takes in well over 100k streamed tokens a second); over C(https://)
@@ -155,6 +205,17 @@ EXAMPLES = r"""
     soak_seconds: 600
     timeout: 1800
   register: __vllm_verify_soak
+
+- name: Probe 1 and 4 streams greedy, then 4 streams sampled as a coding agent samples, GPUs 0 and 1 only
+  gpuhost.inference.vllm_probe:
+    base_url: http://127.0.0.1:8000
+    concurrency: [1, 4]
+    sampled_concurrency: [4]
+    temperature: 0.7
+    top_p: 0.95
+    seed: 1234
+    gpu_indices: [0, 1]
+  register: __vllm_verify_probe
 """
 
 RETURN = r"""
@@ -189,6 +250,27 @@ power_error:
   description: The nvidia-smi failure that stopped the power sampling, null when none.
   returned: success
   type: str
+power_source:
+  description:
+    - Where the watts come from. V(nvidia-smi) (an ELF executable), V(test double) (a file that is
+      not an ELF executable, such as the lab's Python mock, whose watts are simulated) or V(none) (not found).
+  returned: success
+  type: str
+  sample: nvidia-smi
+power_field:
+  description: The nvidia-smi field sampled, V(power.draw.instant) or V(power.draw); null without power sampling.
+  returned: success
+  type: str
+  sample: power.draw.instant
+power_field_note:
+  description: Why C(power.draw) was sampled instead of C(power.draw.instant); null when it was not.
+  returned: success
+  type: str
+gpu_indices:
+  description: The GPUs sampled (O(gpu_indices), sorted); empty for all.
+  returned: success
+  type: list
+  elements: int
 levels:
   description: One entry per concurrency level, in the order of O(concurrency).
   returned: success
@@ -228,23 +310,35 @@ levels:
       description: Time to the first chunk with text, seconds. Keys C(mean), C(p50), C(p90), C(p99), C(min), C(max), C(n).
       type: dict
     decode_tps:
-      description: Per request (output tokens - 1) / (last text chunk - first text chunk), same keys as C(ttft_s).
+      description:
+        - Per request (output tokens - 1) / (last text chunk - first text chunk), same keys as C(ttft_s).
+        - Burst streams are left out (see C(burst_streams)).
       type: dict
+    burst_streams:
+      description: Complete streams whose text arrived in at most two socket reads (not in C(decode_tps)).
+      type: int
     e2e_s:
       description: Per request seconds from sending to the end of the stream, same keys as C(ttft_s).
       type: dict
     power:
       description:
-        - Per GPU index (a string), C(mean_w), C(max_w), C(min_w), C(samples), C(duration_s),
-          C(energy_j) (trapezoid over the samples), C(enforced_limit_w) and C(sm_clock_mhz) (mean).
+        - Per GPU index (a string), over the load window, C(mean_w) (time-weighted), C(max_w), C(min_w),
+          C(samples) (inside the window), C(duration_s) (the window), C(energy_j) (the integral over the
+          window), C(enforced_limit_w) and C(sm_clock_mhz) (mean).
         - null without power sampling.
       type: dict
-      sample: {"0": {"mean_w": 412.5, "max_w": 598.1, "energy_j": 2301.4, "enforced_limit_w": 600.0}}
+      sample: {"0": {"mean_w": 412.5, "max_w": 598.1, "samples": 27, "energy_j": 2301.4, "enforced_limit_w": 600.0}}
+    power_window_s:
+      description: Seconds from the level's first request sent to its last stream end; null without power sampling.
+      type: float
+    power_note:
+      description: Why there are no power figures although samples were taken (no sample inside the window); else null.
+      type: str
     power_w:
       description: Sum over the GPUs of C(mean_w); null without power sampling.
       type: float
     energy_j:
-      description: C(power_w) times C(wall_s); null without power sampling.
+      description: Sum over the GPUs of C(energy_j); null without power sampling.
       type: float
     j_per_token:
       description: C(energy_j) over C(output_tokens); null without power sampling or tokens.
@@ -252,6 +346,15 @@ levels:
     tps_per_w:
       description: C(aggregate_tps) over C(power_w); null without power sampling.
       type: float
+sampled:
+  description:
+    - One entry per level of O(sampled_concurrency), in its order, with the keys of an entry of
+      RV(levels) plus C(temperature), C(top_p) and C(seed) (the seed of the level's first request).
+  returned: success
+  type: list
+  elements: dict
+  sample:
+    - {concurrency: 4, temperature: 0.7, top_p: 0.95, seed: 1234, requests: 4, ok: 4, errors: {}, output_tokens: 1024}
 context:
   description: The context probe; null when O(context_probe=false).
   returned: success
@@ -261,21 +364,31 @@ context:
       description: The context length probed.
       type: int
     ok:
-      description: The fitting prompt got 200 and the one over got 400.
+      description:
+        - "The fitting prompt got 200 and a complete stream (C(data: [DONE]), no error event) of exactly
+          O(max_tokens) output tokens, and the one over got a 400 whose message names the context length
+          probed."
       type: bool
+    reason:
+      description: What failed, null when C(ok).
+      type: str
     fit:
-      description: C(status), C(ok), C(prompt_tokens), C(output_tokens), C(ttft_s), C(e2e_s), C(error), C(message).
+      description:
+        - C(status), C(ok), C(complete) (the stream ended with C([DONE]) and no error), C(prompt_tokens),
+          C(sent_tokens), C(output_tokens), C(expected_tokens) (O(max_tokens)), C(ttft_s), C(e2e_s),
+          C(error), C(message).
       type: dict
     over:
       description:
-        - C(status), C(ok) (it was a 400), C(message) (the server's), C(sent_tokens), and the numbers
-          parsed from the message, C(limit) (the context length it names), C(requested) (the total it
-          names), C(prompt_tokens), C(output_tokens) (null where the message lacks them).
+        - C(status), C(ok) (a 400 naming the limit probed), C(message) (the server's), C(sent_tokens), and
+          the numbers parsed from the message, C(limit) (the context length it names), C(requested) (the
+          total it names), C(prompt_tokens), C(output_tokens) (null where the message lacks them).
       type: dict
   sample:
     limit: 2048
     ok: true
-    fit: {status: 200, ok: true, prompt_tokens: 1792, output_tokens: 256, ttft_s: 0.085}
+    reason: null
+    fit: {status: 200, ok: true, complete: true, prompt_tokens: 1792, output_tokens: 256, expected_tokens: 256, ttft_s: 0.085}
     over:
       status: 400
       ok: true
@@ -290,7 +403,7 @@ soak:
   returned: success
   type: dict
 errors_total:
-  description: Failed requests of all levels and the soak (the context probe's expected 400 is not one).
+  description: Failed requests of all levels, greedy and sampled, and the soak (the context probe's expected 400 is not one).
   returned: success
   type: int
 msg:
@@ -305,9 +418,10 @@ import uuid
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.gpuhost.inference.plugins.module_utils import vllm_client
-from ansible_collections.gpuhost.inference.plugins.module_utils.nvidia_smi import NvidiaSmi, NvidiaSmiError
+from ansible_collections.gpuhost.inference.plugins.module_utils import nvidia_smi
+from ansible_collections.gpuhost.inference.plugins.module_utils.nvidia_smi import NvidiaSmi, NvidiaSmiError, PowerSampler
 
-POWER_FIELDS = ["index", "power.draw", "enforced.power.limit", "clocks.sm"]
+EXTRA_POWER_FIELDS = ["enforced.power.limit", "clocks.sm"]
 FIRST_SAMPLE_WAIT_S = 3.0
 
 
@@ -318,16 +432,19 @@ class ProbeTimeout(Exception):
 class LevelPower:
     """Wraps the nvidia-smi PowerSampler for one level; never raises (failures go to ``error``)."""
 
-    def __init__(self, smi, interval_ms):
+    def __init__(self, smi, interval_ms, field, gpus=None):
         self.smi = smi
         self.interval_ms = interval_ms
+        self.field = field
+        self.gpus = gpus or None
         self.sampler = None
         self.rows = []
         self.error = None
 
     def start(self):
         try:
-            self.sampler = self.smi.sampler(POWER_FIELDS, interval_ms=self.interval_ms)
+            self.sampler = PowerSampler(self.smi, EXTRA_POWER_FIELDS, interval_ms=self.interval_ms,
+                                        gpus=self.gpus, power_field=self.field)
             self.sampler.start()
         except NvidiaSmiError as exc:
             self.error = exc.msg
@@ -352,12 +469,28 @@ class LevelPower:
         if self.sampler.error and not self.error:
             self.error = self.sampler.error
 
-    def figures(self, level):
-        """Add power, power_w, energy_j, j_per_token, tps_per_w to the level dict."""
-        summary = self.sampler.summary() if self.sampler is not None else {}
+    def figures(self, level, results):
+        """Add power, power_w, energy_j, j_per_token, tps_per_w to the level dict.
+
+        Only the samples inside the load window (the level's first request sent to its last
+        stream end) count; energy_j is the integral over that window (see nvidia_smi.summarize).
+        """
+        window = vllm_client.load_window(results)
+        if window is not None:
+            # perf_counter -> seconds since the epoch (nvidia-smi's timestamps)
+            offset = time.time() - time.perf_counter()
+            window = (window[0] + offset, window[1] + offset)
+            level["power_window_s"] = round(window[1] - window[0], 3)
+        summary = self.sampler.summary(window) if self.sampler is not None and window is not None else {}
         if not summary:
             if self.error is None:
                 self.error = "nvidia-smi gave no power samples"
+            return level
+        empty = sorted(index for index, item in summary.items() if not item["samples"])
+        if empty:
+            level["power"] = summary
+            level["power_note"] = "no %s sample of GPU %s inside the %.3f s load window (raise the load or lower " \
+                "sample_interval_ms)" % (self.field, ", ".join(empty), window[1] - window[0])
             return level
         for index, item in summary.items():
             rows = [r for r in self.rows if str(r.get("index")) == index]
@@ -366,20 +499,19 @@ class LevelPower:
             item["enforced_limit_w"] = float(limits[-1]) if limits else None
             item["sm_clock_mhz"] = round(sum(clocks) / len(clocks), 1) if clocks else None
         power_w = round(sum(item["mean_w"] for item in summary.values()), 3)
+        energy = sum(item["energy_j"] for item in summary.values())
         level["power"] = summary
         level["power_w"] = power_w
-        if power_w > 0:
-            energy = power_w * level["wall_s"]
-            level["energy_j"] = round(energy, 3)
-            if level["output_tokens"]:
-                level["j_per_token"] = round(energy / level["output_tokens"], 6)
-            if level["aggregate_tps"] is not None:
-                level["tps_per_w"] = round(level["aggregate_tps"] / power_w, 6)
+        level["energy_j"] = round(energy, 3)
+        if energy > 0 and level["output_tokens"]:
+            level["j_per_token"] = round(energy / level["output_tokens"], 6)
+        if power_w > 0 and level["aggregate_tps"] is not None:
+            level["tps_per_w"] = round(level["aggregate_tps"] / power_w, 6)
         return level
 
 
 def _no_power(level):
-    for key in ("power", "power_w", "energy_j", "j_per_token", "tps_per_w"):
+    for key in ("power", "power_w", "energy_j", "j_per_token", "tps_per_w", "power_window_s", "power_note"):
         level.setdefault(key, None)
     return level
 
@@ -449,6 +581,16 @@ def _validate(module, p):
             problems.append("%s must be > 0, got %s" % (key, p[key]))
     if p["soak_seconds"] < 0:
         problems.append("soak_seconds must be >= 0, got %s" % p["soak_seconds"])
+    if any(c < 1 for c in p["sampled_concurrency"]):
+        problems.append("sampled_concurrency levels must be >= 1, got %s" % p["sampled_concurrency"])
+    if not 0 < p["temperature"] <= 2:
+        problems.append("temperature must be > 0 and <= 2 (a sampled level samples), got %s" % p["temperature"])
+    if not 0 < p["top_p"] <= 1:
+        problems.append("top_p must be > 0 and <= 1, got %s" % p["top_p"])
+    if p["seed"] < 0:
+        problems.append("seed must be >= 0, got %s" % p["seed"])
+    if any(i < 0 for i in p["gpu_indices"]):
+        problems.append("gpu_indices must be GPU indices >= 0, got %s" % p["gpu_indices"])
     if p["max_model_len"] is not None and p["max_model_len"] < 2:
         problems.append("max_model_len must be >= 2, got %s" % p["max_model_len"])
     if not p["base_url"].startswith(("http://", "https://")):
@@ -474,6 +616,11 @@ def main():
             nvidia_smi_path=dict(type="str", default="nvidia-smi"),
             sample_interval_ms=dict(type="int", default=200),
             soak_seconds=dict(type="float", default=0.0),
+            sampled_concurrency=dict(type="list", elements="int", default=[]),
+            temperature=dict(type="float", default=0.7),
+            top_p=dict(type="float", default=0.95),
+            seed=dict(type="int", default=1234),
+            gpu_indices=dict(type="list", elements="int", default=[]),
         ),
         supports_check_mode=True,
     )
@@ -498,19 +645,34 @@ def main():
 
     smi_path = _resolve_smi(module, p["nvidia_smi_path"])
     smi = NvidiaSmi(smi_path) if smi_path else None
+    gpus = sorted(set(p["gpu_indices"])) or None
     power_error = None
+    power_field = power_field_note = None
+    if smi is not None:
+        try:
+            power_field, power_field_note = nvidia_smi.power_draw_field(smi, gpus)
+        except NvidiaSmiError as exc:
+            power_error = exc.msg
     run_id = uuid.uuid4().hex[:12]
+    sampling = {"temperature": p["temperature"], "top_p": p["top_p"], "seed": p["seed"]}
     result = dict(
         changed=False, base_url=base_url, model=model, max_model_len=max_model_len,
         server_version=version, power_available=smi is not None, power_error=None,
-        levels=[], context=None, soak=None, errors_total=0,
+        power_source=nvidia_smi.power_source(smi_path), power_field=power_field,
+        power_field_note=power_field_note, gpu_indices=gpus or [],
+        levels=[], sampled=[], context=None, soak=None, errors_total=0,
     )
 
-    def power_for(fig, power):
+    def new_power():
+        if smi is None or power_error is not None:
+            return None
+        return LevelPower(smi, p["sample_interval_ms"], power_field, gpus)
+
+    def power_for(fig, power, results):
         nonlocal power_error
         if power is None:
             return _no_power(fig)
-        power.figures(fig)
+        power.figures(fig, results)
         if power.error and power_error is None:
             power_error = power.error
         return _no_power(fig)
@@ -520,7 +682,7 @@ def main():
             raise ProbeTimeout(what)
 
     def tally():
-        total = sum(sum(lv["errors"].values()) for lv in result["levels"])
+        total = sum(sum(lv["errors"].values()) for lv in result["levels"] + result["sampled"])
         if result["soak"]:
             total += sum(result["soak"]["errors"].values())
         result["errors_total"] = total
@@ -529,15 +691,26 @@ def main():
     try:
         for level in p["concurrency"]:
             check_deadline("before level %d" % level)
-            power = LevelPower(smi, p["sample_interval_ms"]) if smi is not None and power_error is None else None
-            fig, _res = vllm_client.run_level(
+            power = new_power()
+            fig, res = vllm_client.run_level(
                 ep, model, level, rounds=p["rounds"], max_tokens=p["max_tokens"],
                 prompt_words=p["prompt_words"], request_timeout=p["request_timeout"],
                 deadline=deadline, sampler=power, run_id=run_id,
             )
-            result["levels"].append(power_for(fig, power))
+            result["levels"].append(power_for(fig, power, res))
             if time.perf_counter() >= deadline:
                 raise ProbeTimeout("during level %d" % level)
+        for level in p["sampled_concurrency"]:
+            check_deadline("before sampled level %d" % level)
+            power = new_power()
+            fig, res = vllm_client.run_level(
+                ep, model, level, rounds=p["rounds"], max_tokens=p["max_tokens"],
+                prompt_words=p["prompt_words"], request_timeout=p["request_timeout"],
+                deadline=deadline, sampler=power, run_id=run_id, sampling=sampling,
+            )
+            result["sampled"].append(power_for(fig, power, res))
+            if time.perf_counter() >= deadline:
+                raise ProbeTimeout("during sampled level %d" % level)
         if p["context_probe"]:
             check_deadline("before the context probe")
             result["context"] = vllm_client.context_probe(
@@ -547,13 +720,13 @@ def main():
             check_deadline("before the soak")
             top = max(p["concurrency"])
             seconds = min(p["soak_seconds"], max(0.0, deadline - time.perf_counter()))
-            power = LevelPower(smi, p["sample_interval_ms"]) if smi is not None and power_error is None else None
-            fig, _res = vllm_client.run_soak(
+            power = new_power()
+            fig, res = vllm_client.run_soak(
                 ep, model, top, seconds, max_tokens=p["max_tokens"], prompt_words=p["prompt_words"],
                 request_timeout=p["request_timeout"], deadline=deadline, sampler=power, run_id=run_id,
             )
             fig["seconds_requested"] = p["soak_seconds"]
-            result["soak"] = power_for(fig, power)
+            result["soak"] = power_for(fig, power, res)
             if seconds < p["soak_seconds"]:
                 raise ProbeTimeout("during the soak")
     except ProbeTimeout as exc:
@@ -564,6 +737,7 @@ def main():
 
     tally()
     parts = ["%d streams %.1f tok/s" % (lv["concurrency"], lv["aggregate_tps"] or 0.0) for lv in result["levels"]]
+    parts += ["%d sampled streams %.1f tok/s" % (lv["concurrency"], lv["aggregate_tps"] or 0.0) for lv in result["sampled"]]
     msg = "%s at %s: %s; %d errors" % (model, base_url, ", ".join(parts), result["errors_total"])
     if result["context"] is not None:
         msg += "; context %d: fit %s, over %s" % (

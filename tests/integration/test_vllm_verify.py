@@ -78,9 +78,31 @@ def test_startup_report_figures(host, report):
     assert kv["journal"]["init_seconds"] is not None
 
 
+def test_sampled_levels_ran_as_clients_send(report):
+    wanted = report["probe"]["sampled_concurrency"]
+    assert [lv["concurrency"] for lv in report["sampled"]] == wanted
+    for level in report["sampled"]:
+        assert level["temperature"] == report["probe"]["temperature"] > 0, level
+        assert 0 < level["top_p"] == report["probe"]["top_p"] <= 1, level
+        assert level["ok"] == level["requests"] > 0 and not level["errors"], level
+        assert level["output_tokens"] == level["requests"] * report["probe"]["max_tokens"], level
+    if wanted:
+        assert [g["ok"] for g in report["gates"] if g["name"] == "sampled"] == [True], report["gates"]
+
+
+def test_power_source_is_named(report):
+    # the lab boxes run the Python nvidia-smi mock: its watts must be reported as a test double's
+    assert report["power_source"] == "test double", report["power"]
+    assert report["power"]["power_source"] == "test double"
+    assert report["power"]["gpu_serves_model"] is False
+
+
 def test_context_probe_and_gates(report):
     context = report["context"]
     assert context["fit"]["status"] == 200 and context["over"]["status"] == 400, context
+    assert context["ok"] is True and context["fit"]["complete"] is True, context
+    assert context["fit"]["output_tokens"] == context["max_tokens"], context
+    assert context["over"]["limit"] == context["limit"], context
     assert "maximum context length is %d tokens" % context["limit"] in context["over"]["message"]
     assert {g["name"] for g in report["gates"]} >= {"min_full_context_concurrency", "max_errors", "context", "stability"}
     assert all(g["ok"] for g in report["gates"]), report["gates"]

@@ -22,7 +22,10 @@ found" and exits 6. Errors go to stdout, as nvidia-smi prints them.
 Mock-only options (not in the real tool):
   --mock-init PROFILE      write a fresh state: h200 | rtx3090x2 | rtx3090x1
   --mock-set KEY=VALUE     (root) fault=none|fail|no_devices|slow|pl_unsupported|pl_permission,
-                           slow_seconds=N, or gpuN.FIELD=VALUE for a field of GPU N's state
+                           slow_seconds=N, unknown_fields=JSON list (--query-gpu fields answered as
+                           an older driver answers a field it does not know, e.g.
+                           '["power.draw.instant"]'; [] for none),
+                           or gpuN.FIELD=VALUE for a field of GPU N's state
                            (e.g. gpu0.enforced_cap_w=300, gpu1.memory_used_mib=20000;
                            VALUE is read as JSON when it parses, else as a string)
   --mock-show              print the state as JSON
@@ -568,8 +571,9 @@ def cmd_query_gpu(state, gpus, opts, out):
     noheader, nounits = parse_format(opts["format"])
     names = [f.strip() for f in opts["query_gpu"].split(",") if f.strip()]
     entries = []
+    unknown = state.get("unknown_fields") or []
     for name in names:
-        if name not in FIELD_INDEX:
+        if name not in FIELD_INDEX or name in unknown:
             out.write(MESSAGES["bad_field"].format(field=name))
             return RC_INVALID
         entries.append(FIELD_INDEX[name])
@@ -805,6 +809,12 @@ def cmd_mock_set(items):
                 except ValueError:
                     sys.stderr.write(MESSAGES["mock_bad_set"].format(item=item, why="a number of seconds"))
                     return RC_INVALID
+            elif key == "unknown_fields":
+                fields = _parse_set_value(value)
+                if not isinstance(fields, list) or not all(isinstance(f, str) for f in fields):
+                    sys.stderr.write(MESSAGES["mock_bad_set"].format(item=item, why="a JSON list of field names"))
+                    return RC_INVALID
+                state["unknown_fields"] = fields
             elif key.startswith("gpu") and "." in key:
                 prefix, field = key.split(".", 1)
                 gpus = [g for g in state["gpus"] if "gpu%d" % g["index"] == prefix]

@@ -1,4 +1,4 @@
-"""Module nvidia_gpu_info (data-driven, mocked run_command) and module_utils/nvidia_smi.py.
+"""Module nvidia_gpu_info (data-driven, mocked run_command) and module_utils/nvidiasmi_utils.py.
 
 Module cases live in tests/unit/data/nvidia_gpu_info.yaml and use the real H200 output.
 module_utils is also run against the mocked nvidia-smi (a test double, tests/mock/).
@@ -54,8 +54,6 @@ def captured_section(command_start):
         if command == command_start:
             return command, rest.rpartition("rc=")[0]
     raise KeyError(command_start)
-
-
 
 
 def run_module(args, bin_path, answer):
@@ -389,3 +387,71 @@ def test_sampler_against_a_failing_mock(mock_box):
 def test_module_utils_needs_no_ansible():
     source = open(smi_utils.__file__, encoding="utf-8").read()  # pylint: disable=consider-using-with
     assert "import ansible" not in source and "from ansible" not in source
+
+
+# ------------------------------------------------------------------ power: window, field, source
+with open(os.path.join(HERE, "data", "power_window.yaml"), encoding="utf-8") as _handle:
+    WINDOW_CASES = yaml.safe_load(_handle)["cases"]
+
+
+@pytest.mark.parametrize("case", WINDOW_CASES, ids=[c["id"] for c in WINDOW_CASES])
+def test_power_summary_over_the_load_window(case):
+    got = smi_utils.summarize(case["rows"], case["field"], case["window"])
+    assert set(got) == set(case["expect"])
+    for index, want in case["expect"].items():
+        for key, value in want.items():
+            assert got[index][key] == (pytest.approx(value) if isinstance(value, float) else value), (index, key, got)
+
+
+def _answering(rc, out):
+    calls = []
+
+    def runner(args):
+        calls.append(list(args))
+        return rc, out, ""
+    return runner, calls
+
+
+@pytest.mark.parametrize("rc,out,field,note", [
+    (0, "0, 714.25\n1, 80.10\n", "power.draw.instant", None),
+    (2, 'Field "power.draw.instant" is not a valid field to query.\n\n', "power.draw", "does not know"),
+    (0, "0, [N/A]\n", "power.draw", "no power.draw.instant value"),
+    (0, "0, [Not Supported]\n", "power.draw", "no power.draw.instant value"),
+])
+def test_power_draw_field_asks_once_and_falls_back(rc, out, field, note):
+    runner, calls = _answering(rc, out)
+    got, why = smi_utils.power_draw_field(NvidiaSmi("/usr/bin/nvidia-smi", runner=runner), [0, 1])
+    assert got == field
+    assert (why is None) if note is None else (note in why)
+    assert calls == [["/usr/bin/nvidia-smi", "-i", "0,1", "--query-gpu=index,power.draw.instant",
+                      "--format=csv,noheader,nounits"]]
+
+
+def test_power_draw_field_other_failures_raise():
+    runner, _calls = _answering(9, "NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver.\n")
+    with pytest.raises(NvidiaSmiError, match="cannot talk to the NVIDIA driver"):
+        smi_utils.power_draw_field(NvidiaSmi("/usr/bin/nvidia-smi", runner=runner))
+
+
+def test_power_source_tells_the_real_tool_from_a_double(tmp_path):
+    elf = tmp_path / "nvidia-smi"
+    elf.write_bytes(b"\x7fELF\x02\x01\x01" + b"\0" * 57)
+    script = tmp_path / "nvidia-smi-mock"
+    script.write_text("#!/usr/bin/python3\nprint('hi')\n", encoding="utf-8")
+    assert smi_utils.power_source(str(elf)) == "nvidia-smi"
+    assert smi_utils.power_source(str(script)) == "test double"
+    assert smi_utils.power_source(os.path.join(ROOT, "tests", "mock", "nvidia_smi_mock.py")) == "test double"
+    assert smi_utils.power_source(None) == "none"
+    assert smi_utils.power_source("") == "none"
+
+
+def test_module_says_when_nvidia_smi_is_a_test_double():
+    _command, out = captured_section("--query-gpu=index,uuid,name,pci.bus_id,driver_version,persistence_mode,"
+                                     "power.management,power.draw,power.limit,enforced.power.limit,"
+                                     "power.default_limit,power.min_limit,power.max_limit,memory.total,memory.used,"
+                                     "utilization.gpu,temperature.gpu,clocks.sm,clocks.max.sm --format=csv,noheader,nounits")
+    row = ", ".join(out.strip().split(", ")[:14]) + "\n"
+    failed, result, _calls = run_module({"nvidia_smi_path": MOCK}, MOCK, {"rc": 0, "out": row, "err": ""})
+    assert not failed, result
+    assert result["nvidia_smi_path"] == MOCK
+    assert result["power_source"] == "test double"

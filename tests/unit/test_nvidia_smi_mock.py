@@ -176,7 +176,7 @@ def test_lms_streams_until_killed_with_header_once(rtx2):
     proc = subprocess.Popen(  # pylint: disable=consider-using-with
         [MOCK, "--query-gpu=index,power.draw", "--format=csv", "-lms", "50"],
         env=rtx2.env, stdout=subprocess.PIPE, text=True)
-    lines = [proc.stdout.readline() for _ in range(7)]
+    lines = [proc.stdout.readline() for _i in range(7)]
     proc.terminate()
     proc.wait(timeout=10)
     proc.stdout.close()
@@ -424,12 +424,12 @@ def test_no_state_fails_like_no_driver():
 def test_power_draw_model():
     mock = load_mock_module()
     gpu = dict(mock.profile_state("rtx3090x1")["gpus"][0])
-    idle = [mock.power_draw(gpu, 0.0) for _ in range(50)]
+    idle = [mock.power_draw(gpu, 0.0) for _i in range(50)]
     assert all(abs(v - gpu["idle_power_w"]) <= 0.05 for v in idle)
-    full = [mock.power_draw(gpu, 1.0) for _ in range(50)]
+    full = [mock.power_draw(gpu, 1.0) for _i in range(50)]
     assert all(0.96 * 350.0 <= v <= 350.0 for v in full)
     gpu["power_limit_w"] = 250.0
-    assert all(v <= 250.0 for v in (mock.power_draw(gpu, 1.0) for _ in range(50)))
+    assert all(v <= 250.0 for v in (mock.power_draw(gpu, 1.0) for _i in range(50)))
     gpu["enforced_cap_w"] = 21.0  # below idle: still capped
     assert all(v <= 21.0 for v in (mock.power_draw(gpu, b / 10.0) for b in range(11)))
 

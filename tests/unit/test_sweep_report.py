@@ -39,7 +39,7 @@ sr = load_script()
 EXPECTED_HEADER = [
     "profile", "cap W", "KV pool tokens", "full-context concurrency", "decode tok/s (1 stream)",
     "aggregate tok/s c=1", "aggregate tok/s c=2", "aggregate tok/s c=4", "aggregate tok/s c=8",
-    "TTFT p50 s (c=1)", "mean W @c8", "J/token @c8", "tok/s/W @c8", "roofline %", "status",
+    "TTFT p50 s (c=1)", "mean W @c8", "J/token @c8", "tok/s/W @c8", "power source", "roofline %", "status",
 ]
 
 
@@ -231,8 +231,8 @@ def test_main_writes_the_table_with_the_columns_and_figures(tmp_path, monkeypatc
     assert rc == 0
     markdown = (out / "sweep.md").read_text(encoding="utf-8")
     assert capsys.readouterr().out.startswith(markdown)
-    assert "- power source: nvidia-smi power.draw sampled during each level." in markdown
-    assert "mocked card" not in markdown
+    assert "- power source: nvidia-smi, sampled during each level's load window." in markdown
+    assert "simulated" not in markdown and "roofline column empty" not in markdown
     header, rows = table_rows(markdown)
     assert header == EXPECTED_HEADER
     assert [r[:2] for r in rows] == [["seqs2", "250"], ["seqs2", "350"], ["default", "250"], ["default", "350"]]
@@ -247,6 +247,7 @@ def test_main_writes_the_table_with_the_columns_and_figures(tmp_path, monkeypatc
     assert d250["J/token @c8"] == "0.901"
     assert d250["tok/s/W @c8"] == "1.110"
     assert d250["roofline %"] == "76.1"
+    assert d250["power source"] == "nvidia-smi"
     assert d250["status"] == "ok"
     # max-num-seqs 2 saturates at two streams: the sweep must show it
     assert by_key[("seqs2", "250")]["aggregate tok/s c=8"] == "212.0"
@@ -288,7 +289,49 @@ def test_mocked_power_is_named_in_the_report(tmp_path, monkeypatch):
     markdown = (tmp_path / "sweep.md").read_text(encoding="utf-8")
     assert ("- power source: **mocked nvidia-smi (test double): simulated draw, not a measurement**: CPU lab box"
             in markdown)
-    assert "the roofline compares with the bandwidth of the mocked card" in markdown
+    # the reports predate power_source: the manifest's text stands for every run
+    header, rows = table_rows(markdown)
+    assert {dict(zip(header, r))["power source"] for r in rows} == {"test double"}
+    assert {dict(zip(header, r))["roofline %"] for r in rows} == {sr.DASH}
+    assert "simulated, not measured" in markdown
+
+
+def _with_report_fields(tmp_path, name, **fields):
+    report = read_report(name)
+    for path, value in fields.items():
+        node = report
+        keys = path.split(".")
+        for key in keys[:-1]:
+            node = node.setdefault(key, {})
+        node[keys[-1]] = value
+    target = tmp_path / name
+    target.write_text(json.dumps(report), encoding="utf-8")
+    return str(target)
+
+
+@pytest.mark.parametrize("fields,source,reason", [
+    ({"power_source": "test double"}, "test double", "power source test double"),
+    ({"power_source": "none"}, "none", "power source none"),
+    ({"power_source": "nvidia-smi", "vllm.platform": "cpu"}, "nvidia-smi", "vLLM platform cpu"),
+])
+def test_no_roofline_where_no_real_gpu_serves_the_model(tmp_path, monkeypatch, fields, source, reason):
+    no_matplotlib(monkeypatch)
+    manifest = base_manifest()
+    for run in manifest["runs"]:
+        if run["profile"] == "default" and run["cap_w"] == 250:
+            run["report"] = _with_report_fields(tmp_path, os.path.basename(run["report"]), **fields)
+    sr.main(["--manifest", write_manifest(tmp_path, manifest), "--out-dir", str(tmp_path)])
+    markdown = (tmp_path / "sweep.md").read_text(encoding="utf-8")
+    header, rows = table_rows(markdown)
+    by_key = {(r[0], r[1]): dict(zip(header, r)) for r in rows}
+    assert by_key[("default", "250")]["roofline %"] == sr.DASH
+    assert by_key[("default", "250")]["power source"] == source
+    # the other runs' reports say nothing: a real GPU, their roofline stays
+    assert by_key[("default", "350")]["roofline %"] not in (sr.DASH, "")
+    assert "roofline column empty where no real GPU serves the model (%s)" % reason in markdown.split("## Notes", 1)[1]
+    summary = json.loads((tmp_path / "sweep_summary.json").read_text(encoding="utf-8"))
+    row = [r for r in summary["rows"] if r["profile"] == "default" and r["cap_w"] == 250][0]
+    assert row["roofline_pct"] is None and row["power_source"] == source
 
 
 def test_failed_and_missing_runs_are_rows_not_crashes(tmp_path, monkeypatch):
@@ -461,3 +504,12 @@ def test_real_matplotlib_writes_png_files(tmp_path):
     markdown = (tmp_path / "sweep.md").read_text(encoding="utf-8")
     assert "![aggregate tok/s vs concurrency](aggregate_tps_vs_concurrency.png)" in markdown
 
+
+
+def test_aggregate_plot_names_a_power_source_that_is_not_nvidia_smi():
+    plt = FakePyplot()
+    sr.plot_aggregate(plt, {"host": "rig", "power_source": "test double"}, built_rows(), "/x/a.png")
+    assert ax_title(plt).endswith("\n(power: test double)")
+    plt = FakePyplot()
+    sr.plot_aggregate(plt, {"host": "rig", "power_source": "nvidia-smi"}, built_rows(), "/x/a.png")
+    assert "power:" not in ax_title(plt)

@@ -48,6 +48,9 @@ class SseServerDouble:
         self.stream_error_after = None
         self.close_connections = False  # answer "Connection: close" and hang up after each request
         self.silent_close = False       # hang up after each request without saying so (a stale keep-alive)
+        self.short_by = 0               # stream this many tokens fewer than max_tokens (then usage and [DONE])
+        self.limit_in_message = None    # the context length the 400 names (None: the real max_model_len)
+        self.die_on_list_prompt = False  # die_after_chunks only for token-id prompts (the context probe)
         self.__dict__.update(options)
         self.clients = set()            # (host, port) of every connection seen
         self.requests = []
@@ -79,7 +82,8 @@ class SseServerDouble:
         return ("This model's maximum context length is %d tokens. However, you requested %d output tokens and "
                 "your prompt contains at least %d input tokens, for a total of at least %d tokens. Please reduce "
                 "the length of the input prompt or the number of requested output tokens. (parameter=input_tokens, "
-                "value=%d)" % (self.max_model_len, max_tokens, prompt_len, prompt_len + max_tokens, prompt_len))
+                "value=%d)" % (self.limit_in_message or self.max_model_len, max_tokens, prompt_len, prompt_len + max_tokens,
+                               prompt_len))
 
     def _handler(self):
         double = self
@@ -163,14 +167,18 @@ class SseServerDouble:
                     time.sleep(double.first_delay_s)
                 sent = 0
                 chunks = 0
-                while sent < max_tokens:
-                    n = min(double.tokens_per_chunk, max_tokens - sent)
+                target = max(0, max_tokens - double.short_by)
+                die_after = double.die_after_chunks
+                if double.die_on_list_prompt and not isinstance(prompt, list):
+                    die_after = None
+                while sent < target:
+                    n = min(double.tokens_per_chunk, target - sent)
                     sent += n
                     chunks += 1
                     self._event({"id": "cmpl-double", "object": "text_completion", "model": double.model,
                                  "choices": [{"index": 0, "text": "x" * n, "logprobs": None,
-                                              "finish_reason": "length" if sent == max_tokens else None}]})
-                    if double.die_after_chunks is not None and chunks >= double.die_after_chunks:
+                                              "finish_reason": "length" if sent == target else None}]})
+                    if die_after is not None and chunks >= die_after:
                         self.wfile.flush()
                         self.connection.shutdown(socket.SHUT_RDWR)
                         return None
@@ -192,7 +200,6 @@ class SseServerDouble:
 
 
 # ------------------------------------------------------------------ running the module
-
 
 
 def run_module(args):
@@ -275,6 +282,54 @@ def test_payload_is_the_contract():
     assert len(body["prompt"].split()) == 5 + 3  # the three-word prefix, then 5 words
 
 
+def test_sampled_levels_send_what_clients_send():
+    with SseServerDouble(chunk_delay_s=0.002) as double:
+        failed, result = probe(double, concurrency=[1, 2], sampled_concurrency=[3], rounds=2, max_tokens=9,
+                               temperature=0.6, top_p=0.9, seed=100)
+        bodies = [r["body"] for r in double.completions()]
+    assert not failed, result
+    # levels stays one entry per greedy level; the sampled ones are apart
+    assert [lv["concurrency"] for lv in result["levels"]] == [1, 2]
+    assert len(result["sampled"]) == 1
+    level = result["sampled"][0]
+    assert (level["concurrency"], level["temperature"], level["top_p"], level["seed"]) == (3, 0.6, 0.9, 100)
+    assert level["requests"] == 6 and level["ok"] == 6 and level["output_tokens"] == 54
+    greedy = [b for b in bodies if b["temperature"] == 0]
+    sampled = [b for b in bodies if b["temperature"] != 0]
+    assert len(greedy) == 6 and len(sampled) == 6
+    assert all("top_p" not in b and "seed" not in b for b in greedy)
+    for body in sampled:
+        assert body["temperature"] == 0.6 and body["top_p"] == 0.9
+        assert body["ignore_eos"] is True and body["stream"] is True and body["max_tokens"] == 9
+        assert body["stream_options"] == {"include_usage": True}
+    # seed + request number: the same seeds every run, one per request
+    assert sorted(b["seed"] for b in sampled) == list(range(100, 106))
+    by_seed = {b["seed"]: b["prompt"].split()[2] for b in sampled}
+    assert by_seed[100] == "s3-0]" and by_seed[105] == "s3-5]"
+    prefixes = {" ".join(b["prompt"].split()[:3]) for b in bodies}
+    assert len(prefixes) == 12  # unique over greedy and sampled
+    assert "3 sampled streams" in result["msg"]
+
+
+def test_sampled_errors_are_counted_in_errors_total():
+    # the greedy level takes the first status (200), the sampled level the two 500s
+    with SseServerDouble(statuses=[None, 500, 500]) as double:
+        failed, result = probe(double, concurrency=[1], sampled_concurrency=[2])
+    assert not failed, result
+    assert result["levels"][0]["errors"] == {}
+    assert result["sampled"][0]["errors"] == {"500": 2}
+    assert result["errors_total"] == 2
+
+
+def test_no_sampled_level_by_default():
+    with SseServerDouble() as double:
+        failed, result = probe(double)
+        bodies = [r["body"] for r in double.completions()]
+    assert not failed, result
+    assert result["sampled"] == []
+    assert [b["temperature"] for b in bodies] == [0]
+
+
 def test_levels_run_at_their_concurrency_with_unique_prefixes():
     with SseServerDouble(chunk_delay_s=0.01) as double:
         failed, result = probe(double, concurrency=[1, 4], rounds=2, max_tokens=10)
@@ -328,7 +383,7 @@ def test_the_threaded_path_gives_the_same_figures():
     # the https path (http.client, a thread per stream), run here over plain http
     with SseServerDouble(tokens_per_chunk=2, statuses=[None, 503], chunk_delay_s=0.02) as double:
         ep = vllm_client.Endpoint(double.url)
-        payloads = [[vllm_client.completion_payload(MODEL, "a b", 10)] for _ in range(3)]
+        payloads = [[vllm_client.completion_payload(MODEL, "a b", 10)] for _i in range(3)]
         sources = [lambda it=iter(p): next(it, None) for p in payloads]
         results = vllm_client._threaded_streams(ep, sources, request_timeout=10)  # pylint: disable=protected-access
         max_inflight = double.max_inflight
@@ -379,6 +434,49 @@ def test_parser_decodes_what_the_fast_path_cannot_read():
     assert parser.done
 
 
+@pytest.mark.parametrize("reads,tokens,burst", [
+    ([8], 8, True),          # every token in one read
+    ([6, 2], 8, True),       # two reads
+    ([3, 3, 2], 8, False),   # three reads: the tokens came as they were made
+    ([1, 1], 2, False),      # two tokens can only come in two reads
+    ([1], 1, False),
+])
+def test_burst_streams(reads, tokens, burst):
+    res = vllm_client.RequestResult()
+    parser = vllm_client.SseParser(res, chunked=False)
+    for n, count in enumerate(reads):
+        parser.feed(b"".join(b'data: {"choices":[{"index":0,"text":"x"}]}\n\n' for _ in range(count)), 1.0 + n)
+    parser.feed(b'data: {"choices":[],"usage":{"prompt_tokens":3,"completion_tokens":%d}}\n\ndata: [DONE]\n\n'
+                % tokens, 9.0)
+    parser.close()
+    assert res.ok and res.text_reads == len(reads)
+    assert res.burst is burst
+
+
+def test_burst_streams_are_counted_and_kept_out_of_the_decode_rate():
+    def result(t_first, t_last, reads, tokens=11):
+        res = vllm_client.RequestResult()
+        res.t_start, res.t_first, res.t_last, res.t_end = 0.0, t_first, t_last, t_last
+        res.completion_tokens, res.usage_seen, res.text_reads = tokens, True, reads
+        return res
+    steady = [result(0.1, 1.1, 10), result(0.1, 2.1, 10), result(0.1, 0.6, 10)]   # 10, 5 and 20 tok/s
+    burst = [result(1.0, 1.001, 1), result(1.0, 1.002, 2)]                       # 10000 and 5000 tok/s
+    figures = vllm_client.aggregate(steady + burst, 2.0)
+    assert figures["burst_streams"] == 2
+    assert figures["decode_tps"]["n"] == 3
+    assert figures["decode_tps"]["p50"] == pytest.approx(10.0)
+    assert figures["decode_tps"]["max"] == pytest.approx(20.0)
+    assert figures["ok"] == 5 and figures["output_tokens"] == 55  # bursts still count as served tokens
+
+
+def test_a_level_of_slow_streams_has_no_burst():
+    with SseServerDouble(chunk_delay_s=0.01) as double:
+        failed, result = probe(double, concurrency=[2], max_tokens=12)
+    assert not failed, result
+    assert result["levels"][0]["burst_streams"] == 0
+    assert result["levels"][0]["decode_tps"]["n"] == 2
+
+
 def test_errors_are_counted_by_status():
     with SseServerDouble(statuses=[503, 503, 500]) as double:
         failed, result = probe(double, concurrency=[4])
@@ -418,6 +516,14 @@ def test_an_error_event_in_the_stream_is_counted():
 
 # ------------------------------------------------------------------ context probe
 
+def test_context_probe_ok_needs_nothing_more():
+    with SseServerDouble(max_model_len=512) as double:
+        failed, result = probe(double, context_probe=True, max_tokens=64)
+    assert not failed, result
+    assert result["context"]["ok"] is True and result["context"]["reason"] is None
+    assert result["context"]["fit"]["complete"] is True
+
+
 def test_context_probe_fit_and_over():
     with SseServerDouble(max_model_len=512) as double:
         failed, result = probe(double, context_probe=True, max_tokens=64)
@@ -448,6 +554,42 @@ def test_context_probe_a_limit_not_enforced_is_reported():
     assert result["context"]["ok"] is False
     assert result["context"]["over"]["status"] == 200
     assert result["context"]["over"]["limit"] is None
+
+
+def test_context_probe_a_broken_fit_stream_fails_it():
+    # the fitting prompt is answered 200, then the stream breaks: a status-only check passed this
+    with SseServerDouble(max_model_len=512, die_after_chunks=3, die_on_list_prompt=True) as double:
+        failed, result = probe(double, context_probe=True, max_tokens=64)
+    assert not failed, result
+    ctx = result["context"]
+    assert ctx["fit"]["status"] == 200
+    assert ctx["fit"]["complete"] is False and ctx["fit"]["ok"] is False
+    assert ctx["over"]["ok"] is True
+    assert ctx["ok"] is False
+    assert "stream broke" in ctx["reason"]
+    assert result["levels"][0]["errors"] == {}  # only the context prompt's stream broke
+
+
+def test_context_probe_needs_exactly_max_tokens():
+    with SseServerDouble(max_model_len=512, short_by=1) as double:
+        failed, result = probe(double, context_probe=True, max_tokens=64)
+    assert not failed, result
+    ctx = result["context"]
+    assert ctx["fit"]["complete"] is True and ctx["fit"]["output_tokens"] == 63
+    assert ctx["fit"]["expected_tokens"] == 64 and ctx["fit"]["ok"] is False
+    assert ctx["ok"] is False
+    assert ctx["reason"] == "the fitting prompt got 63 output tokens, not 64"
+
+
+def test_context_probe_a_400_naming_another_limit_fails_it():
+    with SseServerDouble(max_model_len=512, limit_in_message=4096) as double:
+        failed, result = probe(double, context_probe=True, max_tokens=64)
+    assert not failed, result
+    ctx = result["context"]
+    assert ctx["fit"]["ok"] is True
+    assert ctx["over"]["status"] == 400 and ctx["over"]["limit"] == 4096
+    assert ctx["over"]["ok"] is False and ctx["ok"] is False
+    assert "naming the limit 4096, not 512" in ctx["reason"]
 
 
 def test_context_probe_needs_max_tokens_below_the_limit():
@@ -556,6 +698,13 @@ def test_model_defaults_to_the_first_served_and_unknown_fails():
     ({"max_tokens": 0}, "max_tokens must be >= 1"),
     ({"timeout": 0}, "timeout must be > 0"),
     ({"soak_seconds": -1}, "soak_seconds must be >= 0"),
+    ({"sampled_concurrency": [0]}, "sampled_concurrency levels must be >= 1"),
+    ({"temperature": 0}, "temperature must be > 0 and <= 2"),
+    ({"temperature": 2.5}, "temperature must be > 0 and <= 2"),
+    ({"top_p": 0}, "top_p must be > 0 and <= 1"),
+    ({"top_p": 1.01}, "top_p must be > 0 and <= 1"),
+    ({"seed": -1}, "seed must be >= 0"),
+    ({"gpu_indices": [-1]}, "gpu_indices must be GPU indices >= 0"),
     ({"base_url": "ftp://x"}, "base_url must start with http:// or https://"),
 ])
 def test_bad_input(args, fragment):
@@ -609,16 +758,62 @@ def test_power_is_sampled_with_the_nvidia_smi_mock(tmp_path, monkeypatch):
     assert not failed, result
     assert result["power_available"] is True
     assert result["power_error"] is None
+    # the lab's nvidia-smi is a Python script: its watts are a test double's, and the report says so
+    assert result["power_source"] == "test double"
+    assert result["power_field"] == "power.draw.instant" and result["power_field_note"] is None
     level = result["levels"][0]
     assert set(level["power"]) == {"0", "1"}
+    assert 0 < level["power_window_s"] <= level["wall_s"] + 0.01
     for gpu in level["power"].values():
         assert gpu["samples"] >= 2
-        assert 0 < gpu["mean_w"] <= gpu["max_w"] <= 350.0
+        assert 0 < gpu["min_w"] <= gpu["mean_w"] <= gpu["max_w"] <= 350.0
         assert gpu["enforced_limit_w"] == 350.0
+        assert gpu["duration_s"] == pytest.approx(level["power_window_s"], abs=2e-3)
+        assert gpu["energy_j"] == pytest.approx(gpu["mean_w"] * gpu["duration_s"], rel=1e-2)
     assert level["power_w"] == pytest.approx(sum(g["mean_w"] for g in level["power"].values()), abs=1e-2)
-    assert level["energy_j"] == pytest.approx(level["power_w"] * level["wall_s"], rel=1e-3)
+    assert level["energy_j"] == pytest.approx(sum(g["energy_j"] for g in level["power"].values()), abs=1e-2)
     assert level["j_per_token"] == pytest.approx(level["energy_j"] / 100, rel=1e-3)
     assert level["tps_per_w"] == pytest.approx(level["aggregate_tps"] / level["power_w"], rel=1e-3)
+
+
+def _mock_box(tmp_path, monkeypatch, profile, *settings):
+    state = tmp_path / "state.json"
+    monkeypatch.setenv("NVIDIA_SMI_MOCK_STATE", str(state))
+    assert os.system("%s --mock-init %s >/dev/null" % (SMI_MOCK, profile)) == 0  # noqa: S605 - a fixed test path
+    for setting in settings:
+        assert os.system("%s --mock-set '%s' >/dev/null" % (SMI_MOCK, setting)) == 0  # noqa: S605
+
+
+@pytest.mark.skipif(not os.access(SMI_MOCK, os.X_OK), reason="the nvidia-smi mock is not there")
+def test_only_the_profile_gpus_are_sampled(tmp_path, monkeypatch):
+    _mock_box(tmp_path, monkeypatch, "rtx3090x2")
+    with SseServerDouble(chunk_delay_s=0.01) as double:
+        failed, result = probe(double, nvidia_smi_path=SMI_MOCK, concurrency=[1], max_tokens=40,
+                               sample_interval_ms=50, gpu_indices=[1])
+    assert not failed, result
+    assert result["gpu_indices"] == [1]
+    assert set(result["levels"][0]["power"]) == {"1"}
+
+
+@pytest.mark.skipif(not os.access(SMI_MOCK, os.X_OK) or os.geteuid() != 0,
+                    reason="the nvidia-smi mock is not there, or --mock-set needs root")
+def test_power_draw_where_the_driver_does_not_know_the_instant_field(tmp_path, monkeypatch):
+    _mock_box(tmp_path, monkeypatch, "rtx3090x1", 'unknown_fields=["power.draw.instant"]')
+    with SseServerDouble(chunk_delay_s=0.01) as double:
+        failed, result = probe(double, nvidia_smi_path=SMI_MOCK, concurrency=[1], max_tokens=40,
+                               sample_interval_ms=50)
+    assert not failed, result
+    assert result["power_error"] is None
+    assert result["power_field"] == "power.draw"
+    assert 'Field "power.draw.instant" is not a valid field to query.' in result["power_field_note"]
+    assert result["levels"][0]["power"]["0"]["samples"] >= 1
+
+
+def test_power_source_without_nvidia_smi():
+    with SseServerDouble() as double:
+        failed, result = probe(double)
+    assert not failed, result
+    assert result["power_source"] == "none" and result["power_field"] is None
 
 
 @pytest.mark.skipif(not os.access(SMI_MOCK, os.X_OK), reason="the nvidia-smi mock is not there")

@@ -1,0 +1,389 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, gpuhost.inference contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The judgements of the vllm_verify role, in Python: its gates, its power section, the GPUs the
+active profile serves on, the platform vLLM detected, and the checks of the sampling variables.
+
+Each filter takes plain data (what the role registered) and returns plain data, so the role's
+templates only render and the unit tests (tests/unit/test_vllm_verify_filter.py with the cases of
+tests/unit/data/vllm_verify_cases.yaml) cover every branch.
+"""
+from __future__ import annotations
+
+import re
+
+from ansible.errors import AnsibleFilterError
+
+# The real nvidia-smi; the other power sources are "test double" (simulated watts) and "none".
+REAL_POWER = "nvidia-smi"
+POWER_SOURCES = ("nvidia-smi", "test double", "none")
+_PLATFORM = re.compile(r"Automatically detected platform (\w+)")
+
+
+def _dict(value, name, what):
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise AnsibleFilterError("%s expects %s as a dict, got %s" % (name, what, type(value).__name__))
+    return value
+
+
+def _num(value):
+    """A float from an int/float/numeric string, else None (bools are not numbers)."""
+    if isinstance(value, bool) or value is None:
+        return None
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return None
+
+
+def _int(value, default=0):
+    number = _num(value)
+    return int(number) if number is not None else default
+
+
+def _lines(value):
+    if value is None:
+        return []
+    if isinstance(value, str):
+        return value.splitlines()
+    return [str(line) for line in value]
+
+
+def _errors(level):
+    errors = level.get("errors") if isinstance(level, dict) else None
+    if isinstance(errors, dict):
+        return sum(_int(v) for v in errors.values())
+    return _int(errors)
+
+
+def _gate(name, ok, value, threshold, detail):
+    return {"name": name, "ok": bool(ok), "value": value, "threshold": threshold, "detail": detail}
+
+
+# -- the gates ----------------------------------------------------------------------------------
+# Each gate is a function of the inputs (see vllm_verify_gates) returning a gate dict, or None
+# when it does not apply. A new gate is one more function in GATES (and its input key).
+
+def _gate_probe(i):
+    probe = i["probe"]
+    if probe.get("failed") or not probe.get("levels"):
+        return _gate("probe", False, None, None, "the probe did not run: %s" % (probe.get("msg") or "no levels measured"))
+    return None
+
+
+def _gate_full_context(i):
+    kv = i["kv"]
+    fcc = _num(kv.get("full_context_concurrency"))
+    threshold = _num(i.get("min_full_context_concurrency")) or 0.0
+    detail = ("KV pool %s tokens / max_model_len %s" % (kv.get("pool_tokens"), kv.get("max_model_len"))
+              if fcc is not None else "no KV pool in the startup report nor on /metrics")
+    return _gate("min_full_context_concurrency", fcc is not None and fcc >= threshold, fcc, threshold, detail)
+
+
+def _levels(i):
+    return [lv for lv in i["probe"].get("levels") or [] if isinstance(lv, dict)]
+
+
+def _gate_single_stream(i):
+    threshold = _num(i.get("min_single_stream_tps")) or 0.0
+    if threshold <= 0:
+        return None
+    single = [lv for lv in _levels(i) if _int(lv.get("concurrency")) == 1]
+    if not single:
+        return _gate("min_single_stream_tps", False, None, threshold, "no concurrency-1 level measured")
+    level = single[0]
+    decode = level.get("decode_tps") or {}
+    value = _num(decode.get("p50"))
+    bursts = _int(level.get("burst_streams"))
+    detail = "p50 decode tok/s at concurrency 1 over %d stream(s), %d burst stream(s) left out" % (
+        _int(decode.get("n")), bursts)
+    if value is None:
+        detail = "no decode rate at concurrency 1 (%d burst stream(s), %d ok)" % (bursts, _int(level.get("ok")))
+    return _gate("min_single_stream_tps", value is not None and value >= threshold, value, threshold, detail)
+
+
+def _gate_aggregate(i):
+    threshold = _num(i.get("min_aggregate_tps")) or 0.0
+    if threshold <= 0:
+        return None
+    levels = _levels(i)
+    top = max(levels, key=lambda lv: _int(lv.get("concurrency"))) if levels else {}
+    value = _num(top.get("aggregate_tps"))
+    return _gate("min_aggregate_tps", value is not None and value >= threshold, value, threshold,
+                 "aggregate tok/s at concurrency %s" % top.get("concurrency", "?"))
+
+
+def _gate_errors(i):
+    errors = _int(i["probe"].get("errors_total"))
+    threshold = _int(i.get("max_errors"))
+    return _gate("max_errors", errors <= threshold, errors, threshold,
+                 "failed requests over all levels (greedy and sampled) and the soak")
+
+
+def _gate_sampled(i):
+    wanted = [_int(c) for c in i.get("sampled_concurrency") or []]
+    if not wanted:
+        return None
+    ran = [lv for lv in i["probe"].get("sampled") or [] if isinstance(lv, dict)]
+    requests = sum(_int(lv.get("requests")) for lv in ran)
+    failed = sum(_errors(lv) for lv in ran)
+    value = {"levels_run": len(ran), "requests": requests, "failed": failed}
+    threshold = {"levels_run": len(wanted), "failed": 0}
+    if not ran:
+        detail = "sampled levels %s were configured but none ran" % wanted
+    elif len(ran) < len(wanted):
+        detail = "only %d of the sampled levels %s ran" % (len(ran), wanted)
+    else:
+        first = ran[0]
+        detail = "temperature %s, top_p %s, seed %s+n at concurrency %s" % (
+            first.get("temperature"), first.get("top_p"), first.get("seed"),
+            ", ".join(str(lv.get("concurrency")) for lv in ran))
+        messages = [m for lv in ran for m in lv.get("error_messages") or []]
+        if failed and messages:
+            detail += ": " + messages[0]
+    ok = len(ran) == len(wanted) and requests > 0 and failed == 0
+    return _gate("sampled", ok, value, threshold, detail)
+
+
+def _gate_context(i):
+    if not i.get("context_probe"):
+        return None
+    ctx = i["probe"].get("context")
+    ctx = ctx if isinstance(ctx, dict) else {}
+    fit = ctx.get("fit") or {}
+    over = ctx.get("over") or {}
+    value = {"fit_status": fit.get("status"), "fit_complete": fit.get("complete"),
+             "fit_output_tokens": fit.get("output_tokens"), "over_status": over.get("status"),
+             "over_limit": over.get("limit")}
+    threshold = {"fit_status": 200, "fit_complete": True, "fit_output_tokens": ctx.get("max_tokens"),
+                 "over_status": 400, "over_limit": ctx.get("limit")}
+    if not ctx:
+        detail = "the context probe did not run"
+    elif ctx.get("ok") is True:
+        detail = "a prompt up to max_model_len is answered in full, one token over is refused naming the limit"
+    else:
+        detail = ctx.get("reason") or "the context probe failed"
+    return _gate("context", ctx.get("ok") is True, value, threshold, detail)
+
+
+def _gate_stability(i):
+    pattern = i.get("death_regex") or r"EngineDeadError"
+    deaths = [line for line in _lines(i.get("journal_lines")) if re.search(pattern, line)]
+    before = _int(i.get("nrestarts_before"))
+    unit = _dict(i.get("unit_after"), "vllm_verify_gates", "unit_after")
+    after = _int(unit.get("NRestarts"), before)
+    same = unit.get("InvocationID", "") == (i.get("invocation_id") or "")
+    return _gate("stability", not deaths and after == before and same,
+                 {"engine_deaths": len(deaths), "nrestarts_before": before, "nrestarts_after": after,
+                  "same_invocation": same},
+                 {"engine_deaths": 0, "nrestarts": "unchanged"},
+                 deaths[0] if deaths else "no engine death in the journal of this start, NRestarts unchanged")
+
+
+def _gate_soak(i):
+    if _num(i.get("soak_seconds")) in (None, 0.0):
+        return None
+    soak = i["probe"].get("soak")
+    soak = soak if isinstance(soak, dict) else {}
+    fivexx = soak.get("errors_5xx")
+    if fivexx is None:
+        fivexx = sum(_int(v) for k, v in (soak.get("errors") or {}).items() if str(k).startswith("5"))
+    levels = _levels(i)
+    top = max((_int(lv.get("concurrency")) for lv in levels), default="?")
+    return _gate("soak", bool(soak) and _int(fivexx) == 0, {"5xx": _int(fivexx), "requests": soak.get("requests")},
+                 {"5xx": 0}, "%s s at concurrency %s" % (i.get("soak_seconds"), top))
+
+
+GATES = (
+    _gate_probe, _gate_full_context, _gate_single_stream, _gate_aggregate, _gate_errors, _gate_sampled,
+    _gate_context, _gate_stability, _gate_soak,
+)
+
+
+def vllm_verify_gates(inputs):
+    """The gates: [{name, ok, value, threshold, detail}], a gate that cannot be judged fails.
+
+    ``inputs``: probe (vllm_probe's result), kv (the role's KV figures: full_context_concurrency,
+    pool_tokens, max_model_len), min_full_context_concurrency, min_single_stream_tps,
+    min_aggregate_tps, max_errors, sampled_concurrency, context_probe, soak_seconds,
+    journal_lines (the journal of this start after the load), death_regex, nrestarts_before,
+    invocation_id (from the readiness wait), unit_after (systemctl show after the load).
+    """
+    data = dict(_dict(inputs, "vllm_verify_gates", "its input"))
+    data["probe"] = _dict(data.get("probe"), "vllm_verify_gates", "probe")
+    data["kv"] = _dict(data.get("kv"), "vllm_verify_gates", "kv")
+    gates = []
+    for gate in GATES:
+        result = gate(data)
+        if result is not None:
+            gates.append(result)
+    return gates
+
+
+# -- the power section --------------------------------------------------------------------------
+
+def vllm_verify_platform(text):
+    """The platform vLLM detected ("cpu", "cuda", ...) from its log, the last one named; None if absent."""
+    found = _PLATFORM.findall("\n".join(_lines(text)))
+    return found[-1].lower() if found else None
+
+
+def vllm_verify_power(inputs):
+    """The report's power section: the cap unit's state, the enforced limits, where the watts come from.
+
+    ``inputs``: unit_name, unit (systemctl show of the cap unit), gpus (nvidia_gpu_info's result),
+    smi_exists, smi_path, limit_w (the cap every GPU should have, 0: no comparison), gpu_limits_w
+    (per-GPU targets), power_journal_lines (the cap unit's journal), probe (vllm_probe's result),
+    platform (vllm_verify_platform of the journal).
+    A cap that did not apply is reported (cap_applied false and the reason), never hidden.
+    ``gpu_serves_model``: the watts are those of a real GPU serving the model (nvidia-smi is the real
+    one and vLLM's platform is not cpu); only then are GPU figures such as a roofline meaningful.
+    """
+    i = _dict(inputs, "vllm_verify_power", "its input")
+    unit = _dict(i.get("unit"), "vllm_verify_power", "unit")
+    gpus_result = _dict(i.get("gpus"), "vllm_verify_power", "gpus")
+    probe = _dict(i.get("probe"), "vllm_verify_power", "probe")
+    smi_exists = bool(i.get("smi_exists"))
+    unit_name = i.get("unit_name") or "gpu-power-limit.service"
+    gpus = [g for g in gpus_result.get("gpus") or [] if isinstance(g, dict)] if smi_exists else []
+    per_gpu = _dict(i.get("gpu_limits_w"), "vllm_verify_power", "gpu_limits_w")
+    default_target = _int(i.get("limit_w"))
+    reasons = []
+    limits = []
+    for g in gpus:
+        target = _int(per_gpu.get(str(g.get("index")), per_gpu.get(g.get("index"), default_target)))
+        enforced = _num(g.get("enforced_power_limit_w"))
+        limits.append({"index": g.get("index"), "name": g.get("name"), "enforced_w": g.get("enforced_power_limit_w"),
+                       "default_w": g.get("default_power_limit_w"), "target_w": target if target > 0 else None,
+                       "power_draw_w": g.get("power_draw_w")})
+        if target > 0 and enforced is not None and abs(enforced - target) > 0.5:
+            reasons.append("GPU %s enforces %s W, not the %d W cap" % (g.get("index"), g.get("enforced_power_limit_w"), target))
+    load_state = unit.get("LoadState")
+    if (load_state or "not-found") != "loaded":
+        reasons.insert(0, "%s is not installed (LoadState=%s)" % (unit_name, load_state or "?"))
+    elif unit.get("Result") != "success" or unit.get("ActiveState") != "active":
+        tail = " | ".join(_lines(i.get("power_journal_lines"))[-3:])
+        reasons.insert(0, "%s ActiveState=%s Result=%s exit status %s%s" % (
+            unit_name, unit.get("ActiveState", "?"), unit.get("Result", "?"), unit.get("ExecMainStatus", "?"),
+            (": " + tail) if tail else ""))
+    if not smi_exists:
+        reasons.append("%s not found: enforced limits not read" % (i.get("smi_path") or "nvidia-smi"))
+    elif gpus_result.get("failed") or not gpus:
+        reasons.append("nvidia-smi did not answer: %s" % (gpus_result.get("msg") or "no GPU"))
+    source = probe.get("power_source") or gpus_result.get("power_source") or ("nvidia-smi" if smi_exists else "none")
+    if source not in POWER_SOURCES:
+        source = "none"
+    if not smi_exists:
+        source = "none"
+    platform = i.get("platform")
+    return {
+        "unit": unit_name,
+        "load_state": load_state,
+        "active_state": unit.get("ActiveState"),
+        "result": unit.get("Result"),
+        "cap_applied": not reasons,
+        "reason": "; ".join(reasons) if reasons else None,
+        "limits": limits,
+        "driver_version": gpus_result.get("driver_version"),
+        "sampled": smi_exists,
+        "power_source": source,
+        "power_field": probe.get("power_field"),
+        "power_field_note": probe.get("power_field_note"),
+        "gpu_indices": list(probe.get("gpu_indices") or []),
+        "platform": platform,
+        "gpu_serves_model": source == REAL_POWER and platform != "cpu",
+    }
+
+
+# -- the profile's GPUs -------------------------------------------------------------------------
+_ENV_LINE = re.compile(r"^\s*(?:export\s+)?([A-Za-z_][A-Za-z0-9_]*)=(.*)$")
+
+
+def _env_value(env, key):
+    if isinstance(env, dict):
+        value = env.get(key)
+        return None if value is None else str(value)
+    value = None
+    for line in _lines(env):
+        m = _ENV_LINE.match(line)
+        if m and m.group(1) == key:
+            value = m.group(2).strip().strip("\"'")
+    return value
+
+
+def vllm_verify_gpu_indices(settings, env=None, present=None):
+    """The nvidia-smi indices of the GPUs the profile serves on; [] means every GPU (not known).
+
+    ``settings``: the profile's vLLM config (tensor_parallel_size x pipeline_parallel_size x
+    data_parallel_size GPUs, dashes or underscores); ``env``: the profile's environment (the
+    ``<profile>.env`` text or a dict): with CUDA_VISIBLE_DEVICES of plain indices, the first that
+    many of them, else 0..N-1. CUDA_VISIBLE_DEVICES of UUIDs or MIG ids gives [] (all).
+    ``present``: the indices nvidia-smi lists; indices not among them are dropped.
+    (CUDA numbers the visible devices fastest first unless CUDA_DEVICE_ORDER=PCI_BUS_ID; with
+    plain indices in CUDA_VISIBLE_DEVICES they are nvidia-smi's.)
+    """
+    settings = _dict(settings, "vllm_verify_gpu_indices", "the profile settings")
+    count = 1
+    for key in ("tensor_parallel_size", "pipeline_parallel_size", "data_parallel_size"):
+        value = settings.get(key, settings.get(key.replace("_", "-"), 1))
+        size = _int(value, 1)
+        count *= size if size >= 1 else 1
+    cvd = _env_value(env, "CUDA_VISIBLE_DEVICES")
+    if cvd is not None:
+        devices = [d.strip() for d in cvd.split(",") if d.strip()]
+        if not all(d.isdigit() for d in devices):
+            return []
+        indices = [int(d) for d in devices][:count]
+    else:
+        indices = list(range(count))
+    if present is not None:
+        shown = {_int(p, -1) for p in present}
+        indices = [x for x in indices if x in shown]
+    return indices
+
+
+# -- input checks -------------------------------------------------------------------------------
+
+def vllm_verify_sampling_errors(values):
+    """Messages for bad sampled-level variables (each names the variable and what it may be); [] when fine.
+
+    ``values``: vllm_verify_sampled_concurrency (a list of integers >= 1, may be empty),
+    vllm_verify_sampled_temperature (> 0 and <= 2), vllm_verify_sampled_top_p (> 0 and <= 1),
+    vllm_verify_seed (an integer >= 0).
+    """
+    values = _dict(values, "vllm_verify_sampling_errors", "its input")
+    errors = []
+    levels = values.get("vllm_verify_sampled_concurrency")
+    if not isinstance(levels, list) or not all(isinstance(c, int) and not isinstance(c, bool) and c >= 1
+                                               for c in levels):
+        errors.append("vllm_verify_sampled_concurrency must be a list of integers >= 1 ([] for no sampled level), "
+                      "got %r" % (levels,))
+    temperature = values.get("vllm_verify_sampled_temperature")
+    number = _num(temperature)
+    if number is None or not 0 < number <= 2:
+        errors.append("vllm_verify_sampled_temperature must be a number above 0 and at most 2 (a sampled level "
+                      "samples; 0 is the greedy levels), got %r" % (temperature,))
+    top_p = values.get("vllm_verify_sampled_top_p")
+    number = _num(top_p)
+    if number is None or not 0 < number <= 1:
+        errors.append("vllm_verify_sampled_top_p must be a number above 0 and at most 1, got %r" % (top_p,))
+    seed = values.get("vllm_verify_seed")
+    number = _num(seed)
+    if number is None or number < 0 or number != int(number):
+        errors.append("vllm_verify_seed must be an integer >= 0, got %r" % (seed,))
+    return errors
+
+
+class FilterModule:
+    """vllm_verify's gates, power section, profile GPUs, platform and input checks."""
+
+    def filters(self):
+        return {
+            "vllm_verify_gates": vllm_verify_gates,
+            "vllm_verify_power": vllm_verify_power,
+            "vllm_verify_platform": vllm_verify_platform,
+            "vllm_verify_gpu_indices": vllm_verify_gpu_indices,
+            "vllm_verify_sampling_errors": vllm_verify_sampling_errors,
+        }
