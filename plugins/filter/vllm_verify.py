@@ -175,11 +175,28 @@ def _gate_stability(i):
     unit = _dict(i.get("unit_after"), "vllm_verify_gates", "unit_after")
     after = _int(unit.get("NRestarts"), before)
     same = unit.get("InvocationID", "") == (i.get("invocation_id") or "")
-    return _gate("stability", not deaths and after == before and same,
-                 {"engine_deaths": len(deaths), "nrestarts_before": before, "nrestarts_after": after,
-                  "same_invocation": same},
-                 {"engine_deaths": 0, "nrestarts": "unchanged"},
-                 deaths[0] if deaths else "no engine death in the journal of this start, NRestarts unchanged")
+    value = {"engine_deaths": len(deaths), "nrestarts_before": before, "nrestarts_after": after,
+             "same_invocation": same}
+    threshold = {"engine_deaths": 0, "nrestarts": "unchanged"}
+    # /health after the load: vLLM answers 503 once its engine died (before the process ends).
+    health = i.get("health_after")
+    healthy = True
+    if health is not None:
+        value["health_after"] = _int(health)
+        threshold["health_after"] = 200
+        healthy = _int(health) == 200
+    if deaths:
+        detail = deaths[0]
+    elif not healthy:
+        detail = "engine death: /health answered %s after the load (%s)" % (
+            _int(health) or "no connection", i.get("health_detail") or "the engine is gone")
+    elif after != before or not same:
+        detail = "the unit restarted during the measurement (NRestarts %s -> %s)" % (before, after)
+    else:
+        detail = "no engine death in the journal of this start, NRestarts unchanged, /health 200 after the load"
+    if (deaths or not healthy) and not detail.startswith("engine death"):
+        detail = "engine death: " + detail
+    return _gate("stability", not deaths and healthy and after == before and same, value, threshold, detail)
 
 
 def _gate_soak(i):
@@ -209,7 +226,8 @@ def vllm_verify_gates(inputs):
     pool_tokens, max_model_len), min_full_context_concurrency, min_single_stream_tps,
     min_aggregate_tps, max_errors, sampled_concurrency, context_probe, soak_seconds,
     journal_lines (the journal of this start after the load), death_regex, nrestarts_before,
-    invocation_id (from the readiness wait), unit_after (systemctl show after the load).
+    invocation_id (from the readiness wait), unit_after (systemctl show after the load),
+    health_after (HTTP status of /health after the load; optional) and health_detail.
     """
     data = dict(_dict(inputs, "vllm_verify_gates", "its input"))
     data["probe"] = _dict(data.get("probe"), "vllm_verify_gates", "probe")
