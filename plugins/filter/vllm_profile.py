@@ -8,12 +8,20 @@ from __future__ import annotations
 
 import difflib
 import re
+import unicodedata
 from collections.abc import Mapping
 
 PROFILE_KEYS = ("description", "environment", "settings")
 PROFILE_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 HUMAN_INT_RE = re.compile(r"^\d+(\.\d+)?[kKmMgGtT]$")
+# What str.splitlines() ends a line at (YAML 1.1 also ends one at \x85, \u2028 and \u2029).
+LINE_BREAKS = {
+    "\n": "a line feed (\\n)", "\r": "a carriage return (\\r)", "\v": "a vertical tab (\\v)",
+    "\f": "a form feed (\\f)", "\x1c": "U+001C (FILE SEPARATOR)", "\x1d": "U+001D (GROUP SEPARATOR)",
+    "\x1e": "U+001E (RECORD SEPARATOR)", "\x85": "U+0085 (NEXT LINE)", "\u2028": "U+2028 (LINE SEPARATOR)",
+    "\u2029": "U+2029 (PARAGRAPH SEPARATOR)",
+}
 
 # Integers > 0. vLLM also takes human-readable sizes (8k, 256M) for some (arg_utils.py).
 POSITIVE_INTS = (
@@ -135,6 +143,24 @@ def _check_value(where, key, value):
     return []
 
 
+def _check_description(where, name, description):
+    """A description is one line: it is written as a comment at the top of the profile's YAML file."""
+    text = description.strip()  # the line break a folded YAML scalar (>) ends with is fine
+    if len(text.splitlines()) > 1:
+        pos, char = next((i, c) for i, c in enumerate(text) if len(("x%sx" % c).splitlines()) > 1)
+    else:
+        pos, char = next(((i, c) for i, c in enumerate(text) if unicodedata.category(c) == "Cc" and c != "\t"),
+                         (None, None))
+        if char is None:
+            return []
+    what = LINE_BREAKS.get(char) or "the control character U+%04X" % ord(char)
+    return [
+        "%s: description (vllm_service_profiles / vllm_service_extra_profiles) must be a single line without "
+        "control characters (it is written as a comment at the top of %s.yaml), got %s at character %d"
+        % (where, name, what, pos)
+    ]
+
+
 def _check_settings(where, settings, flag_names):
     errors = []
     if settings is None:
@@ -170,7 +196,7 @@ def _check_environment(where, environment):
     if not isinstance(environment, Mapping):
         return ["%s: environment must be a mapping of VARIABLE -> value, got %s" % (where, _type_name(environment))]
     for key, value in environment.items():
-        if not isinstance(key, str) or not ENV_NAME_RE.match(key):
+        if not isinstance(key, str) or not ENV_NAME_RE.fullmatch(key):
             errors.append("%s: environment variable name %r must match [A-Za-z_][A-Za-z0-9_]*" % (where, key))
             continue
         if key in FORBIDDEN_ENV:
@@ -249,7 +275,7 @@ def vllm_profile_errors(profiles, flags, active, common=None, environment=None, 
     for name in known:
         profile = profiles[name]
         where = "profile '%s'" % name
-        if not PROFILE_NAME_RE.match(name):
+        if not PROFILE_NAME_RE.fullmatch(name):
             errors.append(
                 "%s: the name must match [A-Za-z0-9][A-Za-z0-9_.-]* (it names the files <name>.yaml and <name>.env)" % where
             )
@@ -266,6 +292,8 @@ def vllm_profile_errors(profiles, flags, active, common=None, environment=None, 
         description = profile.get("description", "")
         if description is not None and not isinstance(description, str):
             errors.append("%s: description must be a string, got %s" % (where, _type_name(description)))
+        elif description:
+            errors.extend(_check_description(where, name, description))
         errors.extend(_check_settings(where, profile.get("settings"), flag_names))
         errors.extend(_check_environment(where, profile.get("environment")))
 

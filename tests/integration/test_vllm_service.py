@@ -43,7 +43,7 @@ def unit_properties(host, *names):
     out = host.check_output("systemctl show %s -p %s" % (UNIT, ",".join(names)))
     props = {}
     for line in out.splitlines():
-        key, _, value = line.partition("=")
+        key, _sep, value = line.partition("=")
         # Some properties (EnvironmentFiles) come as one line per value.
         props[key] = props[key] + "\n" + value if key in props else value
     return props
@@ -67,7 +67,7 @@ def stand_in_venv(host):
 
 def test_unit_runs_as_vllm_and_only_wants_the_power_unit(host):
     props = unit_properties(host, "User", "Group", "Wants", "After", "Requires", "Requisite", "BindsTo",
-                            "Restart", "LoadState", "UnitFileState", "FragmentPath")
+                            "LoadState", "UnitFileState", "FragmentPath")
     assert props["LoadState"] == "loaded", journal(host)
     assert props["FragmentPath"] == "/etc/systemd/system/" + UNIT
     assert props["User"] == "vllm"
@@ -77,8 +77,20 @@ def test_unit_runs_as_vllm_and_only_wants_the_power_unit(host):
     assert "network-online.target" in props["After"].split()
     for hard in ("Requires", "Requisite", "BindsTo"):
         assert POWER_UNIT not in props[hard].split(), (hard, props[hard])
-    assert props["Restart"] == "on-failure"
     assert props["UnitFileState"] == "enabled"
+
+
+def test_unit_restarts_after_any_exit_but_status_2(host):
+    # vLLM 0.28.0's API server exits 0 after its engine died: on-failure would leave nothing serving.
+    props = unit_properties(host, "Restart", "RestartPreventExitStatus", "RestartUSec", "StartLimitBurst",
+                            "StartLimitIntervalUSec")
+    assert props["Restart"] == "always", props
+    # 2: unknown profile / missing venv (vllm-start) or a flag vLLM refused: final, no retry.
+    assert props["RestartPreventExitStatus"].split() == ["2"], props
+    assert props["RestartUSec"] == "10s", props
+    # The start limit bounds a crash loop: 5 starts in 30 minutes.
+    assert props["StartLimitBurst"] == "5", props
+    assert props["StartLimitIntervalUSec"] == "30min", props
 
 
 def test_unit_hardening(host):

@@ -36,6 +36,31 @@ CASES = [
     ("bad_installer", {"vllm_install_installer": "conda"}, ["vllm_install_installer", "uv, pip"]),
     ("api_key_file_missing", {"vllm_service_api_key_file": "/nonexistent/vllm-api-key"}, ["vllm_service_api_key_file"]),
     ("verify_concurrency_zero", {"vllm_verify_concurrency": [0, 2]}, ["vllm_verify_concurrency"]),
+    # Values written into unit files and the launcher (the unit_value_errors filter; its unit tests,
+    # tests/unit/test_gpuhost_checks.py, check that these messages hold these strings).
+    ("path_percent_specifier", {"vllm_service_venv": "/opt/vllm/%i/venv"},
+     ["vllm_service_venv", "absolute path", "% specifiers", "/opt/vllm/%i/venv"]),
+    ("path_quote", {"vllm_service_state_dir": '/var/lib/vllm" ExecStartPre=/bin/sh'},
+     ["vllm_service_state_dir", "absolute path", "quotes"]),
+    ("download_dir_space", {"vllm_service_download_dir": "/srv/my models"},
+     ["vllm_service_download_dir", "absolute path", "/srv/my models"]),
+    ("nvidia_smi_path_bad", {"nvidia_power_nvidia_smi_path": "/usr/bin/nvidia-smi;id"},
+     ["nvidia_power_nvidia_smi_path", "absolute path", "/usr/bin/nvidia-smi;id"]),
+    # nvidia_power_before_units defaults to vllm_service_unit_name: set it, so that this case
+    # reaches vllm_service's preflight (nvidia_power's runs first and would refuse the same value).
+    ("unit_name_bad", {"vllm_service_unit_name": "vllm%i.service", "nvidia_power_before_units": ["vllm.service"]},
+     ["vllm_service_unit_name", "systemd unit name", "ending in .service", "vllm%i.service"]),
+    ("power_unit_name_bad", {"nvidia_power_unit_name": "gpu power.service"},
+     ["nvidia_power_unit_name", "systemd unit name", "ending in .service", "gpu power.service"]),
+    ("before_unit_bad", {"nvidia_power_before_units": ["vllm.service", "sshd.service\nExecStartPre=/bin/sh"]},
+     ["nvidia_power_before_units[1]", "systemd unit name"]),
+    ("user_name_bad", {"vllm_service_user": "Vllm;root"},
+     ["vllm_service_user", "user or group name as useradd takes it", "Vllm;root"]),
+    ("unit_extra_setting_cr", {"vllm_service_unit_extra_settings": {"Nice": "5\rUser=root"}},
+     ["vllm_service_unit_extra_settings", "Nice", "single-line value"]),
+    ("description_line_separator",
+     {"vllm_service_extra_profiles": {"evil": {"description": "lab\u2028api-key: x", "settings": {}}}},
+     ["profile 'evil'", "description", "vllm_service_extra_profiles", "single line", "U+2028"]),
 ]
 
 FAIL_LINE = re.compile(r"^(?:fatal|failed): \[(?P<host>[^\]]+)\](?: \(item=[^)]*\))?(?:: FAILED!)? => ", re.M)
@@ -46,7 +71,7 @@ def parse_failures(stdout: str) -> dict:
     out: dict = {}
     for m in FAIL_LINE.finditer(stdout):
         try:
-            result, _ = decoder.raw_decode(stdout[m.end():].lstrip())
+            result, _end = decoder.raw_decode(stdout[m.end():].lstrip())
         except ValueError:
             result = {"msg": stdout[m.end():m.end() + 2000]}
         msgs = [result.get("msg", "")]
@@ -63,7 +88,7 @@ def matrix(host, tmp_path_factory):
     with open(f"{REPO}/molecule/faults/inventory/host_vars/{BOX}.yml", encoding="utf-8") as fh:
         box_vars = yaml.safe_load(fh)
     hosts = {}
-    for name, bad, _ in CASES:
+    for name, bad, _expected in CASES:
         hosts[f"bad_{name}"] = {
             "ansible_connection": "containers.podman.podman",
             "ansible_host": BOX,
@@ -77,7 +102,7 @@ def matrix(host, tmp_path_factory):
     proc = run_playbook(str(inv), "--forks", "5")
     after = host_snapshot(host)
     failures = parse_failures(proc.stdout)
-    refused = sum(1 for name, _, _ in CASES if f"bad_{name}" in failures)
+    refused = sum(1 for name, _bad, _expected in CASES if f"bad_{name}" in failures)
     print(f"\nbad-input matrix: {refused}/{len(CASES)} cases refused in preflight; host unchanged: {before == after}")
     return {"proc": proc, "failures": failures, "before": before, "after": after}
 

@@ -1,0 +1,142 @@
+# Copyright: gpuhost.inference contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Filters shared by the roles: check the values that are written into unit files and launchers.
+
+The docs of each filter are in the YAML file of the same name beside this one.
+"""
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+
+# An absolute path of plain characters: no spaces or quotes (they would split or end a unit
+# setting or a shell word), no `%` (a systemd specifier), no `$`, `;`, backslash or line break.
+PATH_RE = re.compile(r"^/[A-Za-z0-9._/-]+$")
+PATH_FORM = "an absolute path of letters, digits and . _ / - (^/[A-Za-z0-9._/-]+$; no spaces, quotes, % specifiers or .. components)"
+
+UNIT_TYPES = ("service", "socket", "device", "mount", "automount", "swap", "target", "path", "timer", "slice", "scope")
+# systemd's unit name characters (unit_name_is_valid()) but the backslash of its escapes; the
+# first one is not '-' or '.', so that the name is never read as an option of systemctl.
+UNIT_RE = re.compile(r"^[A-Za-z0-9:_][A-Za-z0-9:_.-]*(@[A-Za-z0-9:_.-]*)?\.(?P<type>[a-z]+)$")
+UNIT_MAX = 255
+
+# As useradd/groupadd take them (NAME_REGEX of adduser.conf, shadow's default).
+USER_RE = re.compile(r"^[a-z_][a-z0-9_-]*\$?$")
+USER_MAX = 32
+
+# A [Service] directive name, and the characters that would end its value early: systemd's
+# parser ends a line at \n, \r and NUL.
+DIRECTIVE_RE = re.compile(r"^[A-Z][A-Za-z]+$")
+LINE_BREAKS = ("\n", "\r", "\x00")
+
+KINDS = ("path", "unit", "user", "directives")
+
+
+def _show(value):
+    """The value as the message shows it: a string quoted with its escapes visible (\\u2028, \\r)."""
+    if isinstance(value, str):
+        return '"%s"' % value.encode("unicode_escape").decode("ascii").replace('"', '\\"')
+    return repr(value)
+
+
+def _type_name(value):
+    for kind, name in ((bool, "bool"), (int, "int"), (float, "float"), (str, "str"),
+                       (Mapping, "dict"), (list, "list"), (type(None), "null")):
+        if isinstance(value, kind):
+            return name
+    return type(value).__name__
+
+
+def _path_errors(name, value):
+    if PATH_RE.fullmatch(value) and ".." not in value.split("/"):
+        return []
+    return ["%s must be %s, got %s" % (name, PATH_FORM, _show(value))]
+
+
+def _unit_errors(name, value, types):
+    match = UNIT_RE.fullmatch(value)
+    if match and len(value) <= UNIT_MAX and match.group("type") in types:
+        return []
+    if tuple(types) == UNIT_TYPES:
+        ending = "ending in a unit type (.service, .target, .mount, .socket, .timer, ...)"
+    else:
+        ending = "ending in %s" % ", ".join("." + t for t in types)
+    form = "a systemd unit name (letters, digits and : _ . - with an optional @instance, at most %d characters) %s" \
+           % (UNIT_MAX, ending)
+    return ["%s must be %s, got %s" % (name, form, _show(value))]
+
+
+def _user_errors(name, value):
+    if USER_RE.fullmatch(value) and len(value) <= USER_MAX:
+        return []
+    return ["%s must be a user or group name as useradd takes it (^[a-z_][a-z0-9_-]*[$]?$, at most %d characters), got %s"
+            % (name, USER_MAX, _show(value))]
+
+
+def _directive_errors(name, value):
+    if not isinstance(value, Mapping):
+        return ["%s must be a mapping of [Service] directive -> value (or a list of values), got %s"
+                % (name, _type_name(value))]
+    errors = []
+    for key, setting in value.items():
+        if not isinstance(key, str) or not DIRECTIVE_RE.fullmatch(key):
+            errors.append("%s: %s is not a systemd directive name (^[A-Z][A-Za-z]+$)" % (name, _show(key)))
+            continue
+        for item in setting if isinstance(setting, list) else [setting]:
+            if isinstance(item, (Mapping, list)) or item is None:
+                errors.append("%s: %s must be a single-line value or a list of them, got %s" % (name, key, _type_name(item)))
+            elif any(brk in str(item) for brk in LINE_BREAKS):
+                errors.append("%s: %s must be a single-line value (no line break or NUL), got %s" % (name, key, _show(str(item))))
+    return errors
+
+
+def unit_value_errors(values, kind, allow_empty=False, types=None):
+    """Return the error strings of the values (empty when all is well).
+
+    values: {variable name: value}; a list value is checked item by item (named var[0], var[1] ...).
+    kind: path, unit, user or directives. allow_empty: '' is fine (an empty list always is).
+    types: for kind=unit, the unit types allowed (default: every type).
+    """
+    if kind not in KINDS:
+        raise ValueError("unit_value_errors: kind must be one of %s, got %r" % (", ".join(KINDS), kind))
+    if not isinstance(values, Mapping):
+        raise TypeError("unit_value_errors: the input must be a mapping {variable name: value}, got %s" % _type_name(values))
+    if types is None:
+        types = UNIT_TYPES
+    elif isinstance(types, str):
+        types = (types,)
+    types = tuple(types)
+    unknown = [t for t in types if t not in UNIT_TYPES]
+    if unknown or not types:
+        raise ValueError("unit_value_errors: types must be a non-empty list of %s, got %r" % (", ".join(UNIT_TYPES), types))
+
+    errors = []
+    for name in values:
+        value = values[name]
+        if kind == "directives":
+            errors.extend(_directive_errors(name, value))
+            continue
+        if isinstance(value, list):
+            items = [("%s[%d]" % (name, i), item) for i, item in enumerate(value)]
+        else:
+            items = [(name, value)]
+        for label, item in items:
+            if not isinstance(item, str):
+                errors.append("%s must be a string, got %s (%s)" % (label, _show(item), _type_name(item)))
+            elif item == "":
+                if not allow_empty:
+                    errors.append("%s must be set (it is empty)" % label)
+            elif kind == "path":
+                errors.extend(_path_errors(label, item))
+            elif kind == "unit":
+                errors.extend(_unit_errors(label, item, types))
+            else:
+                errors.extend(_user_errors(label, item))
+    return errors
+
+
+class FilterModule:
+    """Checks of values written into unit files and launchers."""
+
+    def filters(self):
+        return {"unit_value_errors": unit_value_errors}
