@@ -4,12 +4,12 @@ SHELL := /bin/bash
 ENV := set -euo pipefail; . scripts/lab-env.sh;
 SCENARIOS ?= default e2e faults
 
-.PHONY: help bootstrap image wheelhouse-cpu wheelhouse-double wheelhouse model lab \
-        lint unit build molecule test demo demo-down clean
+.PHONY: help bootstrap image apt-pool wheelhouse-cpu wheelhouse-double wheelhouse model lab \
+        lint sanity units unit build molecule test demo demo-down clean
 
 help:
 	@echo "make demo    - build the lab box and run site.yml against it (real vLLM 0.28.0 CPU build)"
-	@echo "make test    - lint, unit tests, collection build, molecule scenarios ($(SCENARIOS))"
+	@echo "make test    - lint, ansible-test sanity, unit tests, collection build, molecule scenarios ($(SCENARIOS))"
 	@echo "make wheelhouse VARIANT=cpu|cuda DEST=dir - offline wheelhouse for vllm_install"
 
 bootstrap:
@@ -17,6 +17,10 @@ bootstrap:
 
 image: bootstrap
 	@$(ENV) bash scripts/lab-image.sh
+
+# The lab's offline apt repository (the OS packages vllm_install installs; the boxes have no network).
+apt-pool: image
+	@$(ENV) bash scripts/apt-pool.sh
 
 wheelhouse-cpu:
 	@$(ENV) bash scripts/wheelhouse.sh cpu "$$WHEELHOUSE_CPU"
@@ -35,13 +39,20 @@ model: wheelhouse-cpu
 lint: bootstrap
 	@$(ENV) bash scripts/test.sh lint
 
+sanity: bootstrap
+	@$(ENV) bash scripts/test.sh sanity
+
+# ansible-test units on the copy scripts/ansible-test.sh makes (not yet a stage of `make test`).
+units: bootstrap
+	@$(ENV) bash scripts/ansible-test.sh units
+
 unit: bootstrap
 	@$(ENV) bash scripts/test.sh unit
 
 build: bootstrap
 	@$(ENV) bash scripts/test.sh build
 
-molecule: image wheelhouse-double model
+molecule: image apt-pool wheelhouse-double model
 	@$(ENV) bash scripts/test.sh $(addprefix molecule-,$(SCENARIOS))
 
 test:
@@ -54,4 +65,4 @@ demo-down:
 	@$(ENV) bash scripts/lab-box.sh down gpuhost-demo
 
 clean:
-	rm -rf .cache/venv .cache/collections .cache/dist reports
+	rm -rf .cache/venv .cache/collections .cache/dist .cache/ansible-test .cache/ansible-test-venv reports

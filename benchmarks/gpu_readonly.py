@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 # -*- coding: utf-8 -*-
 # Copyright: (c) 2026, gpuhost.inference contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
@@ -199,7 +198,7 @@ def phase_record(samples, wall_s):
         per_gpu[index] = dict(stats, samples_per_s_wall=round(stats["samples"] / wall_s, 3) if wall_s else None,
                               samples_per_s_stamps=round(rate_stamps, 3) if rate_stamps else None)
     return {"wall_s": round(wall_s, 3), "rows": len(samples), "per_gpu": per_gpu,
-            "samples": [{k: v for k, v in s.items()} for s in samples]}
+            "samples": [dict(s.items()) for s in samples]}
 
 
 # ------------------------------------------------------------------------------- the run
@@ -464,7 +463,7 @@ def verdict(data):
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n", maxsplit=1)[0])
     parser.add_argument("--nvidia-smi", default=os.environ.get("GPU_READONLY_NVIDIA_SMI", "nvidia-smi"),
                         help="nvidia-smi to read (default: $GPU_READONLY_NVIDIA_SMI or nvidia-smi on PATH)")
     parser.add_argument("--load", choices=sorted(LOADS), default=os.environ.get("GPU_READONLY_LOAD", "torch"),

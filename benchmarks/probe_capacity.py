@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 # -*- coding: utf-8 -*-
 # Copyright: (c) 2026, gpuhost.inference contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
@@ -112,7 +111,7 @@ class ZeroDelayHandler(BaseHTTPRequestHandler):
         k = self.events_per_write
         block = TOKEN_EVENT * k
         full, rest = divmod(tokens, k)
-        for _ in range(full):
+        for _i in range(full):
             write(block)
         if rest:
             write(TOKEN_EVENT * rest)
@@ -167,11 +166,11 @@ def cpu_seconds(pid):
 
 def run_probe(client, url, args):
     ep = client.Endpoint(url, timeout=60)
-    warm, _ = client.run_level(ep, MODEL, 1, max_tokens=args.tokens, prompt_words=64)
+    warm, _results = client.run_level(ep, MODEL, 1, max_tokens=args.tokens, prompt_words=64)
     if warm["ok"] != 1:
         raise SystemExit("the SSE server double did not answer the warm-up request: %s" % warm)
     cpu0 = time.process_time()
-    soak, _ = client.run_soak(ep, MODEL, args.concurrency, args.seconds, max_tokens=args.tokens, prompt_words=64)
+    soak, _results = client.run_soak(ep, MODEL, args.concurrency, args.seconds, max_tokens=args.tokens, prompt_words=64)
     cpu = time.process_time() - cpu0
     soak["client_cpu_s"] = round(cpu, 3)
     soak["tokens_per_cpu_s"] = round(soak["output_tokens"] / cpu, 1) if cpu > 0 else None
@@ -211,7 +210,7 @@ def run_bench(url, args, num_prompts, client_cpu):
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n", maxsplit=1)[0])
     parser.add_argument("--tokens", type=int, default=256, help="output tokens per request (default 256)")
     parser.add_argument("--concurrency", type=int, default=8, help="streams (default 8)")
     parser.add_argument("--seconds", type=float, default=5.0, help="seconds of probe load (default 5)")

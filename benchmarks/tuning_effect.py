@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 # -*- coding: utf-8 -*-
 # Copyright: (c) 2026, gpuhost.inference contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
@@ -250,7 +249,7 @@ def sigterm_as_interrupt():
 
 
 def warm_up(client, ep, model, tokens):
-    fig, _ = client.run_level(ep, model, 1, max_tokens=tokens, prompt_words=64)
+    fig, _results = client.run_level(ep, model, 1, max_tokens=tokens, prompt_words=64)
     if fig["ok"] != 1:
         raise RuntimeError("the warm-up request failed: %s %s" % (fig["errors"], fig["error_messages"]))
 
@@ -268,8 +267,8 @@ def measure(client, server, args):
     for conc in (args.concurrency, 1):
         rounds = []
         for r in range(args.rounds):
-            fig, _ = client.run_level(ep, server.model, conc, rounds=1, max_tokens=args.tokens, prompt_words=64,
-                                      request_timeout=args.request_timeout)
+            fig, _results = client.run_level(ep, server.model, conc, rounds=1, max_tokens=args.tokens, prompt_words=64,
+                                             request_timeout=args.request_timeout)
             if fig["ok"] != fig["requests"]:
                 raise RuntimeError("max-num-seqs %d, concurrency %d, round %d: %s %s" % (
                     server.max_num_seqs, conc, r + 1, fig["errors"], fig["error_messages"]))

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# ansible-galaxy collection build, then prove the tarball ships the collection and nothing of
-# the test lab (tests/, molecule/, benchmarks/, .cache/) nor the checkout's ansible.cfg.
+# ansible-galaxy collection build, then prove the tarball ships the collection, its sanity ignore
+# files (tests/sanity/) and nothing else of the test lab (tests/, molecule/, benchmarks/, .cache/)
+# nor the checkout's ansible.cfg.
 set -euo pipefail
 # shellcheck source=scripts/lab-env.sh
 . "$(dirname "$0")/lab-env.sh"
@@ -11,10 +12,12 @@ tarball=$(ls "$out"/gpuhost-inference-*.tar.gz)
 listing=$(tar -tzf "$tarball")
 for must in MANIFEST.json FILES.json README.md meta/runtime.yml roles/nvidia_power/tasks/main.yml \
             roles/vllm_install/tasks/main.yml roles/vllm_service/tasks/main.yml roles/vllm_verify/tasks/main.yml \
-            plugins/modules/nvidia_gpu_info.py plugins/modules/vllm_probe.py playbooks/site.yml; do
+            plugins/modules/nvidia_gpu_info.py plugins/modules/vllm_probe.py playbooks/site.yml \
+            tests/sanity/ignore-2.19.txt; do
   grep -qx "$must" <<<"$listing" || { echo "missing from $tarball: $must" >&2; exit 1; }
 done
-if grep -E '^(tests|molecule|benchmarks|\.cache|scripts|reports)/|^ansible\.cfg$' <<<"$listing"; then
+if grep -E '^(tests/|molecule/|benchmarks/|\.cache/|scripts/|reports/|ansible\.cfg$)' <<<"$listing" |
+   grep -vE '^tests/(sanity/(ignore-[0-9.]+\.txt)?)?$'; then
   echo "test or lab files leaked into $tarball (above)" >&2; exit 1
 fi
-echo "$tarball: $(wc -l <<<"$listing") entries, no test/molecule files"
+echo "$tarball: $(wc -l <<<"$listing") entries, of the tests only tests/sanity/ignore-*.txt"

@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """Render each role's variables table from its meta/argument_specs.yml into README.md.
 
 The tables sit between `<!-- BEGIN vars ROLE -->` and `<!-- END vars ROLE -->` markers.
@@ -66,7 +65,7 @@ def main() -> int:
     new = render(old)
     if args.check:
         if new != old:
-            print("README.md variable tables are out of date: run scripts/gen-role-docs.py", file=sys.stderr)
+            print("README.md variable tables are out of date: run python3 scripts/gen-role-docs.py", file=sys.stderr)
             return 1
         return 0
     if new != old:

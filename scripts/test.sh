@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The stages of `make test`, each timed: `scripts/test.sh all` or a list of stage names
-# (bootstrap image wheelhouse model lint unit build molecule-default molecule-e2e molecule-faults).
+# (bootstrap image apt-pool wheelhouse model lint sanity unit build molecule-default molecule-e2e molecule-faults).
 set -uo pipefail
 # shellcheck source=scripts/lab-env.sh
 . "$(dirname "$0")/lab-env.sh"
@@ -8,7 +8,7 @@ cd "$REPO_ROOT" || exit 1
 stages=("$@")
 [ ${#stages[@]} -gt 0 ] || stages=(all)
 if [ "${stages[0]}" = all ]; then
-  stages=(bootstrap image wheelhouse model lint unit build molecule-default molecule-e2e molecule-faults)
+  stages=(bootstrap image apt-pool wheelhouse model lint sanity unit build molecule-default molecule-e2e molecule-faults)
 fi
 declare -a report=()
 run_stage() {
@@ -18,9 +18,11 @@ run_stage() {
   case $name in
     bootstrap) bash scripts/bootstrap.sh ;;
     image) bash scripts/lab-image.sh ;;
+    apt-pool) bash scripts/apt-pool.sh ;;
     wheelhouse) bash scripts/wheelhouse.sh double "$WHEELHOUSE_DOUBLE" && bash scripts/wheelhouse.sh cpu "$WHEELHOUSE_CPU" ;;
     model) bash scripts/tiny-model.sh ;;
     lint) yamllint --strict . && ansible-lint --profile production && antsibull-changelog lint ;;
+    sanity) bash scripts/ansible-test.sh sanity ;;
     unit) python -m pytest -q tests/unit ;;
     build) bash scripts/check-build.sh ;;
     molecule-*) molecule test -s "${name#molecule-}" ;;

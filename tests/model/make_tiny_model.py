@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """Build a tiny random-weight causal LM + locally trained tokenizer (no downloads).
 
 The e2e scenario and `make demo` serve this model with the real vLLM 0.28.0 CPU build:

@@ -23,7 +23,7 @@ from ansible_collections.gpuhost.inference.plugins.module_utils.nvidia_smi impor
     summarize,
 )
 from ansible_collections.gpuhost.inference.plugins.modules import nvidia_gpu_info
-from module_harness import ExitJson, FailJson, exit_json, fail_json
+from module_harness import ExitJson, exit_json, fail_json
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
@@ -47,8 +47,6 @@ FACTS = DATA["module"]["result"]
 TOL = DATA["settings"]["tolerance"]
 PHASES = ("idle", "load")
 RATE_KEYS = ("samples_per_s_wall", "samples_per_s_stamps")
-
-
 
 
 def assert_same_facts(parsed, captured):

@@ -10,7 +10,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 
 def test_readme_variable_tables_are_current():
     proc = subprocess.run([sys.executable, os.path.join(ROOT, "scripts", "gen-role-docs.py"), "--check"],
-                          capture_output=True, text=True)
+                          capture_output=True, text=True, check=False)
     assert proc.returncode == 0, proc.stderr
 
 

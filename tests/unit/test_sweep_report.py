@@ -505,7 +505,6 @@ def test_real_matplotlib_writes_png_files(tmp_path):
     assert "![aggregate tok/s vs concurrency](aggregate_tps_vs_concurrency.png)" in markdown
 
 
-
 def test_aggregate_plot_names_a_power_source_that_is_not_nvidia_smi():
     plt = FakePyplot()
     sr.plot_aggregate(plt, {"host": "rig", "power_source": "test double"}, built_rows(), "/x/a.png")

@@ -271,7 +271,7 @@ def test_metrics_carry_cache_config_info_like_real_vllm(double):
     info = re.search(r"^vllm:cache_config_info\{(.*)\} 1\.0$", text, re.M).group(1)
     real = re.search(r"^vllm:cache_config_info\{(.*)\} 1\.0$", fixture("metrics.txt"), re.M).group(1)
     labels = dict(re.findall(r'(\w+)="([^"]*)"', info))
-    assert list(labels) == [k for k, _ in re.findall(r'(\w+)="([^"]*)"', real)]
+    assert list(labels) == [k for k, _v in re.findall(r'(\w+)="([^"]*)"', real)]
     assert labels["kv_cache_size_tokens"] == "262144" and labels["num_gpu_blocks"] == "16384"
     assert labels["kv_cache_max_concurrency"] == "128.0"
     assert re.search(r'^vllm:generation_tokens_total\{engine="0",model_name="[^"]+"\} 6\.0$', text, re.M)

@@ -445,7 +445,7 @@ def test_burst_streams(reads, tokens, burst):
     res = vllm_client.RequestResult()
     parser = vllm_client.SseParser(res, chunked=False)
     for n, count in enumerate(reads):
-        parser.feed(b"".join(b'data: {"choices":[{"index":0,"text":"x"}]}\n\n' for _ in range(count)), 1.0 + n)
+        parser.feed(b"".join(b'data: {"choices":[{"index":0,"text":"x"}]}\n\n' for _i in range(count)), 1.0 + n)
     parser.feed(b'data: {"choices":[],"usage":{"prompt_tokens":3,"completion_tokens":%d}}\n\ndata: [DONE]\n\n'
                 % tokens, 9.0)
     parser.close()

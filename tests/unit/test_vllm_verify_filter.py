@@ -52,7 +52,7 @@ def test_gates_keep_their_order_and_can_be_extended(monkeypatch):
     assert names == ["min_full_context_concurrency", "min_single_stream_tps", "min_aggregate_tps", "max_errors",
                      "sampled", "context", "stability", "soak"]
     monkeypatch.setattr(vf, "GATES", vf.GATES + (lambda i: vf._gate("health", i.get("healthy") is True,  # pylint: disable=protected-access
-                                                                     i.get("healthy"), True, "after the probe"),))
+                                                                    i.get("healthy"), True, "after the probe"),))
     gates = vf.vllm_verify_gates(dict(CASES["base_inputs"], healthy=False))
     assert gates[-1] == {"name": "health", "ok": False, "value": False, "threshold": True, "detail": "after the probe"}
 

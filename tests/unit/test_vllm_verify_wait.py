@@ -147,7 +147,7 @@ def test_serving_needs_a_sampled_completion_and_uses_the_key_from_the_file(monke
     assert len(posts) == 1 and posts[0][1] == "/v1/completions"
     body = posts[0][3]
     assert body["temperature"] == 0.7 and body["top_p"] == 0.95 and body["seed"] == 77 and body["model"] == "tiny"
-    assert all(auth == f"Bearer {KEY}" for method, path, auth, _ in srv.seen if path != "/health")
+    assert all(auth == f"Bearer {KEY}" for method, path, auth, _body in srv.seen if path != "/health")
 
 
 def test_health_and_models_without_a_completion_is_not_serving(monkeypatch, capsys):
@@ -258,7 +258,7 @@ def test_the_key_is_in_no_process_argv_or_environment_during_the_wait(tmp_path):
         hits = _watch_while(proc, KEY)
         out = json.loads(proc.stdout.read())
     assert out["ok"] is True, out
-    assert any(auth == f"Bearer {KEY}" for _, _, auth, _ in srv.seen), "the key was not used at all"
+    assert any(auth == f"Bearer {KEY}" for _method, _path, auth, _body in srv.seen), "the key was not used at all"
     assert hits == [], hits
 
 

@@ -30,7 +30,8 @@ def playbook_env() -> dict:
 
 def run_playbook(inventory: str, *args: str, timeout: int = 900, playbook: str = "") -> subprocess.CompletedProcess:
     cmd = [os.path.join(BIN, "ansible-playbook"), "-i", inventory, playbook or os.path.join(REPO, "site.yml"), *args]
-    return subprocess.run(cmd, cwd=REPO, env=playbook_env(), capture_output=True, text=True, timeout=timeout)
+    return subprocess.run(cmd, cwd=REPO, env=playbook_env(), capture_output=True, text=True, timeout=timeout,
+                          check=False)
 
 
 def inventory(tmp_path, name: str) -> str:
@@ -44,7 +45,6 @@ def inventory(tmp_path, name: str) -> str:
     path = tmp_path / f"{name}.yml"
     path.write_text(yaml.safe_dump(inv))
     return str(path)
-
 
 
 def host_snapshot(host) -> str:

@@ -45,8 +45,8 @@ def _key() -> str:
         return yaml.safe_load(fh)["vllm_service_api_key"]
 
 
-def _exec(*args: str, **kw) -> subprocess.CompletedProcess:
-    return subprocess.run(["podman", "exec", BOX, *args], capture_output=True, text=True, **kw)
+def _exec(*args: str, check: bool = False, **kw) -> subprocess.CompletedProcess:
+    return subprocess.run(["podman", "exec", BOX, *args], capture_output=True, text=True, check=check, **kw)
 
 
 def test_the_api_key_is_in_no_process_argv_during_the_wait(tmp_path):

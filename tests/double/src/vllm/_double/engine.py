@@ -151,7 +151,7 @@ class Engine:
                         continue
                     n = 1
                     if seq.prefilled and self.speculative_tokens:
-                        for _ in range(self.speculative_tokens):
+                        for _i in range(self.speculative_tokens):
                             if self._rng.random() < speeds.spec_accept:
                                 n += 1
                             else:

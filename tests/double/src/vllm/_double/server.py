@@ -328,7 +328,7 @@ class Handler(BaseHTTPRequestHandler):
         path = self.path.split("?", 1)[0]
         if not keys or not path.startswith(("/v1", "/v2", "/inference", "/cohere")):
             return True
-        scheme, _, token = (self.headers.get("Authorization") or "").partition(" ")
+        scheme, _sep, token = (self.headers.get("Authorization") or "").partition(" ")
         if scheme.lower() == "bearer" and token in keys:
             return True
         self._send(401, {"error": "Unauthorized"})
@@ -444,7 +444,7 @@ class Handler(BaseHTTPRequestHandler):
                 first = False
             chunk = {"id": seq.request_id, "object": "text_completion", "created": created,
                      "model": model_name,
-                     "choices": [{"index": 0, "text": "".join(t for _, t in tokens), "logprobs": None,
+                     "choices": [{"index": 0, "text": "".join(t for _tid, t in tokens), "logprobs": None,
                                   "finish_reason": finish, "stop_reason": None,
                                   "prompt_token_ids": None, "token_ids": None}]}
             self._chunk(f"data: {json.dumps(chunk, separators=(',', ':'))}\n\n")
@@ -469,7 +469,7 @@ class Handler(BaseHTTPRequestHandler):
     def _whole(self, seq: Sequence, model_name: str, created: int) -> None:
         text, finish = [], None
         for tokens, fin in self._events(seq):
-            text.extend(t for _, t in tokens)
+            text.extend(t for _tid, t in tokens)
             finish = fin or finish
         self.state.observe_ttft(seq.first_token_at - seq.arrival)
         self._send(200, {
@@ -555,7 +555,7 @@ def metrics_text(state: State) -> str:
             out.append(f"{name}{suffix}{_labels(labels)} {_fmt(value)}")
         if kind in ("counter", "histogram"):  # prometheus_client's *_created companion
             stem = name[: -len("_total")] if name.endswith("_total") else name
-            created = {tuple(sorted((k, v) for k, v in lab.items() if k != "le")) for _, lab, _ in samples}
+            created = {tuple(sorted((k, v) for k, v in lab.items() if k != "le")) for _suffix, lab, _value in samples}
             out.append(f"# HELP {stem}_created {doc}")
             out.append(f"# TYPE {stem}_created gauge")
             for labels in sorted(created):
