@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # `make demo`: the main job, on an embedded default. Builds what it needs (tooling, lab image,
-# CPU wheelhouse, tiny model; all cached), brings up the local container lab box
+# the offline apt repository, CPU wheelhouse, tiny model; all cached), brings up the local container lab box
 # `gpuhost-demo` (systemd, mocked 2x RTX 3090 nvidia-smi), runs site.yml against it with the
 # real vLLM 0.28.0 CPU build, and leaves the server running.
 set -euo pipefail
@@ -11,12 +11,14 @@ box=gpuhost-demo
 t0=$(date +%s)
 bash scripts/bootstrap.sh
 bash scripts/lab-image.sh
+bash scripts/apt-pool.sh
 bash scripts/wheelhouse.sh cpu "$WHEELHOUSE_CPU"
 bash scripts/tiny-model.sh
 step "lab box $box"
 bash scripts/lab-box.sh up "$box" rtx3090x2
 step "ansible-playbook -i inventories/demo site.yml (installs vLLM 0.28.0 CPU build: a few minutes the first time)"
 ansible-playbook -i inventories/demo site.yml "$@"
+# shellcheck disable=SC2012  # newest by mtime; the report names are ours (no odd characters)
 latest=$(ls -t reports/"$box"/*.md 2>/dev/null | head -1 || true)
 step "done in $(( $(date +%s) - t0 )) s"
 if [ -n "$latest" ]; then

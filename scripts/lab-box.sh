@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # A local container "lab box": systemd as PID 1 from the lab image, the mocked nvidia-smi
 # (a test double, tests/mock/) as /usr/bin/nvidia-smi with a chosen card profile, and the
-# wheelhouses and the tiny model mounted read-only, as an air-gapped GPU box would have them.
+# wheelhouses and the tiny model mounted read-only, as an air-gapped GPU box would have them, and
+# the lab's offline apt repository (scripts/apt-pool.sh) at /srv/apt/lab as the box's only apt
+# source (the stand-in for a box whose apt works; molecule/resources/prepare.yml does the same).
 #   scripts/lab-box.sh up NAME [GPU_PROFILE]   (rtx3090x2 | rtx3090x1 | h200; default rtx3090x2)
 #   scripts/lab-box.sh down NAME
 #   scripts/lab-box.sh inventory NAME          (prints an inventory line for it)
@@ -14,12 +16,19 @@ profile=${3:-rtx3090x2}
 case $cmd in
   up)
     bash "$REPO_ROOT/scripts/lab-image.sh" >/dev/null
-    mkdir -p "$WHEELHOUSE_CPU" "$WHEELHOUSE_DOUBLE" "$TINY_MODEL"
+    bash "$REPO_ROOT/scripts/apt-pool.sh" >/dev/null
+    mkdir -p "$WHEELHOUSE_CPU" "$WHEELHOUSE_DOUBLE" "$TINY_MODEL" "$APT_POOL"
+    # A box made before the apt pool was mounted cannot get the role's OS packages: make it anew.
+    if podman container exists "$name" &&
+       ! podman inspect -f '{{range .Mounts}}{{.Destination}} {{end}}' "$name" | grep -qw /srv/apt/lab; then
+      echo "$name has no /srv/apt/lab mount (made by an older lab-box.sh): recreating it"
+      podman rm -f -t 5 "$name" >/dev/null
+    fi
     if ! podman container exists "$name"; then
       podman run -d --name "$name" --hostname "$name" --systemd=always --network none \
         --ulimit nofile=20000:20000 --ulimit nproc=32768:32768 \
         -v "$WHEELHOUSE_CPU:/srv/wheelhouse/cpu:ro" -v "$WHEELHOUSE_DOUBLE:/srv/wheelhouse/double:ro" \
-        -v "$TINY_MODEL:/srv/models/tiny-qwen3:ro" \
+        -v "$TINY_MODEL:/srv/models/tiny-qwen3:ro" -v "$APT_POOL:/srv/apt/lab:ro" \
         "$LAB_IMAGE" /sbin/init >/dev/null
     fi
     podman start "$name" >/dev/null
@@ -31,6 +40,11 @@ case $cmd in
     podman cp "$REPO_ROOT/tests/mock/nvidia_smi_mock.py" "$name:/usr/bin/nvidia-smi"
     podman exec "$name" chmod 0755 /usr/bin/nvidia-smi
     podman exec "$name" /usr/bin/nvidia-smi --mock-init "$profile" >/dev/null
+    # The box has no network: its apt reads the local pool only (the image's mirror entry is
+    # unreachable from here and is set aside).
+    podman exec "$name" sh -c 'test -f /srv/apt/lab/Packages || exit 0
+      test ! -f /etc/apt/sources.list || mv /etc/apt/sources.list /etc/apt/sources.list.lab-unreachable
+      echo "deb [trusted=yes] file:/srv/apt/lab ./" >/etc/apt/sources.list.d/gpuhost-lab.list'
     echo "$name up ($profile)"
     ;;
   down) podman rm -f -t 5 "$name" >/dev/null 2>&1 || true; echo "$name removed" ;;

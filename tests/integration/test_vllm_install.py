@@ -33,7 +33,7 @@ def as_vllm(host, command):
 
 def test_service_user_is_a_system_account_without_login(host):
     # one command per check keeps this fast over the ansible connection
-    name, _, uid, gid, _, home, shell = host.check_output("getent passwd vllm").split(":")
+    name, _pw, uid, gid, _gecos, home, shell = host.check_output("getent passwd vllm").split(":")
     group = host.check_output("getent group %s", gid).split(":")[0]
     assert name == "vllm"
     assert shell == "/usr/sbin/nologin"
@@ -124,3 +124,54 @@ def test_no_partial_builds_and_old_venvs_pruned(host):
     entries = host.check_output(f"ls -1A {BASE}/venvs").split()
     assert not [e for e in entries if e.endswith((".tmp", ".old"))], entries
     assert 1 <= len(entries) <= 2, entries  # vllm_install_keep_venvs default 2
+
+
+@pytest.fixture(scope="module")
+def variant(host):
+    try:
+        variables = host.ansible.get_variables()
+    except Exception:  # not the ansible backend: the scenarios' value
+        variables = {}
+    return variables.get("vllm_install_variant", "cpu")
+
+
+def test_cpu_variant_got_its_compiler_packages_from_the_role(host, variant):
+    # The lab image has no compiler: the role's install path (vllm_install_system_packages) put it there.
+    if variant != "cpu":
+        pytest.skip("the compiler is needed by the cpu variant only")
+    out = host.check_output("dpkg-query -W -f='${Package} ${db:Status-Abbrev}\\n' g++ python3-dev")
+    status = dict(line.split(" ", 1) for line in out.splitlines())
+    assert status.get("g++", "").startswith("ii"), out
+    assert status.get("python3-dev", "").startswith("ii"), out
+
+
+def test_cpu_variant_compiler_builds_what_torch_inductor_builds(host, variant):
+    # What inductor does for the CPU sampler: g++ -fopenmp on a source that includes Python.h of the
+    # venv's Python, as the service user, then load and run it.
+    if variant != "cpu":
+        pytest.skip("the compiler is needed by the cpu variant only")
+    script = (
+        "set -e; d=$(mktemp -d); trap 'rm -rf $d' EXIT; "
+        f"inc=$({BASE}/venv/bin/python -c 'import sysconfig; print(sysconfig.get_paths()[\"include\"])'); "
+        "printf '#include <Python.h>\\n#include <omp.h>\\nint main(void) { int n = 0;\\n"
+        "#pragma omp parallel reduction(+:n)\\n n += 1;\\n return n >= 1 && PY_MAJOR_VERSION == 3 ? 0 : 1; }\\n' >$d/k.cpp; "
+        "g++ -O1 -fopenmp -I$inc $d/k.cpp -o $d/k && $d/k && echo COMPILED-AND-RAN"
+    )
+    cmd = as_vllm(host, script)
+    assert cmd.rc == 0, cmd.stderr
+    assert cmd.stdout.strip().endswith("COMPILED-AND-RAN"), cmd.stdout
+
+
+def test_cpu_variant_torch_inductor_finds_the_compiler(host, variant):
+    if variant != "cpu":
+        pytest.skip("the compiler is needed by the cpu variant only")
+    has_torch = as_vllm(host, f"{BASE}/venv/bin/python -c 'import importlib.util as u; print(u.find_spec(\"torch\") is not None)'")
+    assert has_torch.rc == 0, has_torch.stderr
+    if has_torch.stdout.strip() != "True":
+        pytest.skip("no torch in the venv (the vLLM API test double)")
+    cmd = as_vllm(
+        host,
+        f"{BASE}/venv/bin/python -W ignore -c 'from torch._inductor import cpp_builder; print(cpp_builder.get_cpp_compiler())'",
+    )
+    assert cmd.rc == 0, cmd.stderr
+    assert cmd.stdout.strip().splitlines()[-1].endswith("g++"), cmd.stdout

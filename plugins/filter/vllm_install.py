@@ -1,0 +1,63 @@
+# Copyright: gpuhost.inference contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Filters for vllm_install: what the vLLM CPU build needs on the box at run time.
+
+The docs of each filter are in the YAML file of the same name beside this one.
+"""
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+
+# OS packages that put a `g++` on PATH, the compiler torch inductor runs (Debian/Ubuntu, RHEL/Fedora, SUSE).
+# Versioned ones (g++-12, gcc13-c++, gcc-toolset-13-gcc-c++) install g++-N or a path off PATH: not counted.
+COMPILER_PACKAGE_RE = re.compile(r"^(g\+\+|build-essential|gcc-c\+\+)$")
+# OS packages that bring Python.h for the system Python 3.
+HEADER_PACKAGE_RE = re.compile(
+    r"^((lib)?python3(\.\d+)?-dev|python3(\.?\d+)?-devel)$"
+)
+
+WHY = ("torch inductor compiles the CPU sampler (topk_topp_sampler -> compiled_random_sample) on the first "
+       "sampled request; without it every sampled request fails with HTTP 500 and the engine dies")
+
+
+def _names(packages):
+    if packages is None:
+        return []
+    if isinstance(packages, str) or not isinstance(packages, (list, tuple)):
+        raise TypeError("vllm_install_system_packages must be a list of package names, got %r" % (packages,))
+    return [str(p).strip() for p in packages]
+
+
+def vllm_install_cpu_runtime_errors(variant, system_packages, found, managed_python=False):
+    """[] when the box has, or will get, what the CPU build compiles with at run time; else error strings.
+
+    found: {"cxx": path of g++ on the box or None, "python_h": whether Python.h of vllm_install_python exists}.
+    """
+    if variant != "cpu":
+        return []
+    if not isinstance(found, Mapping):
+        raise TypeError("found must be a mapping {cxx, python_h}, got %r" % (found,))
+    packages = _names(system_packages)
+    listed = "vllm_install_system_packages=%s" % ("[" + ", ".join(packages) + "]")
+    errors = []
+    if not found.get("cxx") and not any(COMPILER_PACKAGE_RE.match(p) for p in packages):
+        errors.append(
+            "vllm_install_variant=cpu needs a C++ compiler on the box at run time (%s). No g++ was found "
+            "on the box and %s names no compiler package: add one (Debian/Ubuntu: g++; RHEL/Fedora/SUSE: "
+            "gcc-c++) or install g++ beforehand." % (WHY, listed))
+    # A uv-managed Python ships its own headers.
+    if not managed_python and not found.get("python_h") and not any(HEADER_PACKAGE_RE.match(p) for p in packages):
+        errors.append(
+            "vllm_install_variant=cpu needs the C headers (Python.h) of vllm_install_python on the box at run "
+            "time (%s; the kernels it compiles include Python.h). Python.h was not found and %s names no header "
+            "package: add one (Debian/Ubuntu: python3-dev; RHEL/Fedora: python3-devel) or install it "
+            "beforehand." % (WHY, listed))
+    return errors
+
+
+class FilterModule:
+    """vllm_install filters."""
+
+    def filters(self):
+        return {"vllm_install_cpu_runtime_errors": vllm_install_cpu_runtime_errors}
