@@ -84,10 +84,7 @@ cd "$copy"
 unset ANSIBLE_CONFIG ANSIBLE_COLLECTIONS_PATH ANSIBLE_COLLECTIONS_PATHS
 export PATH=$AT_VENV/bin:$PATH HOME=$AT_HOME
 rc=0
-# units run on one worker: tests/unit/test_vllm_verify_wait.py scans every process for the API key
-# while its own scanner self-test puts that key in an argv, so two workers see each other.
 opts=(--local --requirements --python "$AT_PYTHON" --color no)
-if [ "$mode" = units ]; then opts+=(--num-workers 1); fi
 step "ansible-test $mode ${opts[*]} $*"
 ansible-test "$mode" "${opts[@]}" "$@" || rc=$?
 if [ "$mode" = sanity ]; then

@@ -497,7 +497,7 @@ class SseParser:
                     obj = decode(item)[0]
                 except ValueError:
                     continue
-                if type(obj) is not dict:  # noqa: E721 - exact type, the fast check
+                if not isinstance(obj, dict):  # json never decodes to a dict subclass
                     continue
                 choices = obj.get("choices")
                 if choices:

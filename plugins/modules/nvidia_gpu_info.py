@@ -19,7 +19,9 @@ description:
   - Fails with a clear message when nvidia-smi is missing, cannot talk to the driver, reports no
     devices, or when O(gpus) names an index that is not present.
 author:
-  - gpuhost.inference contributors
+  - gpuhost.inference maintainers (@gpuhost)
+extends_documentation_fragment:
+  - ansible.builtin.action_common_attributes
 options:
   nvidia_smi_path:
     description:
@@ -38,6 +40,8 @@ attributes:
     support: full
   diff_mode:
     support: none
+  platform:
+    platforms: posix
 notes:
   - Values that nvidia-smi reports as C([N/A]) or C([Not Supported]) are returned as V(null).
   - O(gpus) is applied after one query of all GPUs, so an unknown index gives the list of present ones

@@ -38,7 +38,9 @@ description:
   - Uses only the Python standard library on the target. Never changes anything (C(changed) is
     always V(false)); in check mode it sends nothing and returns C(skipped=true).
 author:
-  - gpuhost.inference contributors
+  - gpuhost.inference maintainers (@gpuhost)
+extends_documentation_fragment:
+  - ansible.builtin.action_common_attributes
 options:
   base_url:
     description:
@@ -157,6 +159,8 @@ attributes:
     details: Sends no request at all and returns C(skipped=true).
   diff_mode:
     support: none
+  platform:
+    platforms: posix
 notes:
   - "Error keys are the HTTP status as a string (V(400), V(503)), V(timeout), V(connection),
     V(incomplete) (the stream ended before C(data: [DONE])) and V(stream_error) (an error event in the stream)."
@@ -607,7 +611,7 @@ def main():
             model=dict(type="str"),
             concurrency=dict(type="list", elements="int", default=[1, 2, 4, 8]),
             rounds=dict(type="int", default=1),
-            max_tokens=dict(type="int", default=256),
+            max_tokens=dict(type="int", default=256, no_log=False),
             prompt_words=dict(type="int", default=64),
             context_probe=dict(type="bool", default=False),
             max_model_len=dict(type="int"),

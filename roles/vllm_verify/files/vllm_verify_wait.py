@@ -206,7 +206,7 @@ def main(argv: list[str] | None = None) -> int:
             reason += f"; before that: {last}"
         engine_dead = False
         if reason is None:
-            health, _ = http(base + "/health", key, 5)
+            health, _body = http(base + "/health", key, 5)
             if health == 200:
                 was_healthy = True
                 status, body = http(base + "/v1/models", key, 5)
