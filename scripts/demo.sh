@@ -32,6 +32,7 @@ vLLM 0.28.0 is serving in the lab box $box on 127.0.0.1:8000 (the box has no net
 own; reach the API from inside it):
   scripts/lab-api.sh $box /v1/models
   scripts/lab-api.sh $box /v1/completions '{"model": "tiny-qwen3", "prompt": "def add(a, b):", "max_tokens": 32}'
+  scripts/lab-bench.sh $box 4 16     (vLLM's own client, vllm bench serve, server-default sampling)
   podman exec $box journalctl -u vllm -n 30        (with: . scripts/lab-env.sh)
 Switch profile: set vllm_service_profile (lab | lab_seqs2 | ...) in inventories/demo/group_vars/gpu_servers.yml
 and run 'make demo' again, or on the box:
