@@ -17,7 +17,9 @@ from ansible.errors import AnsibleFilterError
 # The real nvidia-smi; the other power sources are "test double" (simulated watts) and "none".
 REAL_POWER = "nvidia-smi"
 POWER_SOURCES = ("nvidia-smi", "test double", "none")
-_PLATFORM = re.compile(r"Automatically detected platform (\w+)")
+# vLLM logs "Automatically detected platform cpu." (older releases, or at DEBUG) and, in 0.28.0 at INFO,
+# the engine's config line "Initializing a V1 LLM engine ... device_config=cpu, ...".
+_PLATFORM = re.compile(r"Automatically detected platform (\w+)|\bdevice_config=(\w+)")
 
 
 def _dict(value, name, what):
@@ -244,7 +246,7 @@ def vllm_verify_gates(inputs):
 
 def vllm_verify_platform(text):
     """The platform vLLM detected ("cpu", "cuda", ...) from its log, the last one named; None if absent."""
-    found = _PLATFORM.findall("\n".join(_lines(text)))
+    found = [a or b for a, b in _PLATFORM.findall("\n".join(_lines(text)))]
     return found[-1].lower() if found else None
 
 
