@@ -150,6 +150,15 @@ def test_serving_needs_a_sampled_completion_and_uses_the_key_from_the_file(monke
     assert all(auth == f"Bearer {KEY}" for method, path, auth, _body in srv.seen if path != "/health")
 
 
+def test_the_readiness_completion_is_unseeded_by_default(monkeypatch, capsys):
+    """Clients send no seed; on vLLM's CPU build only an unseeded sampled request reaches the sampler
+    that torch inductor compiles (the one that needs g++): a seeded check would pass without it."""
+    with ServerDouble() as srv:
+        rc, out = run_main(monkeypatch, capsys, srv, [active()])
+    body = [s for s in srv.seen if s[0] == "POST"][0][3]
+    assert rc == 0 and "seed" not in body and body["temperature"] > 0 and body["top_p"] < 1
+
+
 def test_health_and_models_without_a_completion_is_not_serving(monkeypatch, capsys):
     """The bug this guards: /health 200 and the model listed, but every sampled request answers 500."""
     msg = "InductorError: InvalidCxxCompiler: No working C++ compiler found"
