@@ -83,7 +83,7 @@ def test_unit_runs_as_vllm_and_only_wants_the_power_unit(host):
 def test_unit_restarts_after_any_exit_but_status_2(host):
     # vLLM 0.28.0's API server exits 0 after its engine died: on-failure would leave nothing serving.
     props = unit_properties(host, "Restart", "RestartPreventExitStatus", "RestartUSec", "StartLimitBurst",
-                            "StartLimitIntervalUSec")
+                            "StartLimitIntervalUSec", "TimeoutStopUSec")
     assert props["Restart"] == "always", props
     # 2: unknown profile / missing venv (vllm-start) or a flag vLLM refused: final, no retry.
     assert props["RestartPreventExitStatus"].split() == ["2"], props
@@ -91,6 +91,8 @@ def test_unit_restarts_after_any_exit_but_status_2(host):
     # The start limit bounds a crash loop: 5 starts in 30 minutes.
     assert props["StartLimitBurst"] == "5", props
     assert props["StartLimitIntervalUSec"] == "30min", props
+    # An orphaned worker ignores SIGTERM after an engine death: the restart waits this long, not 90 s.
+    assert props["TimeoutStopUSec"] == "30s", props
 
 
 def test_unit_hardening(host):
