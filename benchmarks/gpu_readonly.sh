@@ -10,8 +10,8 @@
 # Environment:
 #   PYTHON                   interpreter (default python3; needs PyTorch for --load torch)
 #   GPU_READONLY_NVIDIA_SMI  nvidia-smi to read (default: nvidia-smi on PATH), e.g. the mock:
-#                            NVIDIA_SMI_MOCK_STATE=/tmp/x.json tests/mock/nvidia_smi_mock.py --mock-init h200
-#                            GPU_READONLY_NVIDIA_SMI=tests/mock/nvidia_smi_mock.py \
+#                            NVIDIA_SMI_MOCK_STATE=/tmp/x.json tests/doubles/nvidia_smi_mock.py --mock-init h200
+#                            GPU_READONLY_NVIDIA_SMI=tests/doubles/nvidia_smi_mock.py \
 #                              benchmarks/gpu_readonly.sh --load sleep --idle-s 2 --load-s 4
 #   GPU_READONLY_WHEELS      folder holding an ansible_core-*.whl, installed into a temporary
 #                            folder when ansible-core is not importable (default: <repo>/.whl)

@@ -3,11 +3,11 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """How many streamed tokens per second can the vllm_probe client ingest on one core?
 
-A benchmark, not a timed test. It starts a zero-delay SSE server (a TEST DOUBLE of vLLM's
-/v1/completions, stdlib, threaded, in its own process, pinned to another core when there is
-one) that streams N tokens per request as fast as it can, one event per write, in the framing of
-the real vLLM 0.28.0 capture; then runs the probe's client (plugins/module_utils/vllm_client.py)
-at concurrency 8 for a few seconds, pinned to one core, and prints the tokens per second it took
+A benchmark, not a timed test. It starts a zero-delay SSE server (tests/doubles/sse_server.py, the
+TEST DOUBLE of vLLM's /v1/completions the unit tests use, stdlib, threaded, in its own process,
+pinned to another core when there is one) that streams N tokens per request as fast as it can, one
+event per write, in the framing of the real vLLM 0.28.0 capture; then runs the probe's client
+(plugins/module_utils/vllm_http.py, vllm_load.py) at concurrency 8 for a few seconds, pinned to one core, and prints the tokens per second it took
 in. With --vllm-python (a Python that has vLLM installed) it also runs `vllm bench serve`'s client
 against the same server on the same core and prints both figures and their ratio (goal: probe >=
 bench client).
@@ -22,7 +22,6 @@ are those of `vllm bench serve`.
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import os
 import re
@@ -30,10 +29,10 @@ import resource
 import subprocess
 import sys
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-CLIENT_PATH = os.path.join(os.path.dirname(HERE), "plugins", "module_utils", "vllm_client.py")
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from bench_common import add_load_args, load_client, new_parser, use_collection, warm_up  # noqa: E402  pylint: disable=wrong-import-position
+
 MODEL = "probe-capacity-double"
 
 BENCH_SNIPPET = (
@@ -48,100 +47,18 @@ BENCH_SNIPPET = (
 
 # ------------------------------------------------------------------ the zero-delay SSE server double
 
-def _chunked(data):
-    return b"%x\r\n%s\r\n" % (len(data), data)
-
-
-def _event(obj):
-    return _chunked(b"data: " + json.dumps(obj, separators=(", ", ": ")).encode() + b"\n\n")
-
-
-TOKEN_EVENT = _event({
-    "id": "cmpl-893f9fb2d280b4ec", "object": "text_completion", "created": 1796230977, "model": MODEL,
-    "choices": [{"index": 0, "text": "x", "logprobs": None, "finish_reason": None, "stop_reason": None,
-                 "prompt_token_ids": None, "token_ids": None}],
-})
-
-
-def usage_event(prompt_tokens, completion_tokens):
-    return _event({
-        "id": "cmpl-893f9fb2d280b4ec", "object": "text_completion", "created": 1796230977, "model": MODEL,
-        "choices": [], "usage": {"prompt_tokens": prompt_tokens, "total_tokens": prompt_tokens + completion_tokens,
-                                 "completion_tokens": completion_tokens},
-    })
-
-
-class ZeroDelayHandler(BaseHTTPRequestHandler):
-    """Streams max_tokens token events, one write each, with no delay (a vLLM TEST DOUBLE)."""
-
-    protocol_version = "HTTP/1.1"
-    default_tokens = 256
-    events_per_write = 1
-
-    def log_message(self, *args):  # pylint: disable=arguments-differ
-        pass
-
-    def _json(self, status, obj):
-        body = json.dumps(obj).encode()
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def do_GET(self):  # noqa: N802
-        if self.path == "/v1/models":
-            return self._json(200, {"object": "list", "data": [{"id": MODEL, "object": "model", "max_model_len": 1 << 20}]})
-        if self.path in ("/health", "/ping"):
-            return self._json(200, {})
-        if self.path == "/version":
-            return self._json(200, {"version": "0.28.0"})
-        return self._json(404, {"detail": "Not Found"})
-
-    def do_POST(self):  # noqa: N802
-        body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))) or b"{}")
-        tokens = int(body.get("max_tokens") or self.default_tokens)
-        prompt = body.get("prompt", "")
-        prompt_tokens = len(prompt) if isinstance(prompt, list) else max(1, len(str(prompt).split()))
-        self.send_response(200)
-        self.send_header("Content-Type", "text/event-stream; charset=utf-8")
-        self.send_header("Transfer-Encoding", "chunked")
-        self.end_headers()
-        write = self.wfile.write
-        k = self.events_per_write
-        block = TOKEN_EVENT * k
-        full, rest = divmod(tokens, k)
-        for _i in range(full):
-            write(block)
-        if rest:
-            write(TOKEN_EVENT * rest)
-        write(usage_event(prompt_tokens, tokens) + _chunked(b"data: [DONE]\n\n") + b"0\r\n\r\n")
-
-
-class ZeroDelayServer(ThreadingHTTPServer):
-    daemon_threads = True
-    request_queue_size = 128
-
-    def handle_error(self, request, client_address):
-        pass  # clients hang up kept-alive sockets when they are done
-
-
 def serve(port, tokens, events_per_write):
-    ZeroDelayHandler.default_tokens = tokens
-    ZeroDelayHandler.events_per_write = events_per_write
-    server = ZeroDelayServer(("127.0.0.1", port), ZeroDelayHandler)
-    print(server.server_address[1], flush=True)
+    """tests/doubles/sse_server.py with no delay: max_tokens (else ``tokens``) token events a request,
+    ``events_per_write`` at once, as fast as it can."""
+    use_collection()
+    from ansible_collections.gpuhost.inference.tests.doubles.sse_server import SseServerDouble  # pylint: disable=import-outside-toplevel
+    server = SseServerDouble(port=port, model=MODEL, max_model_len=1 << 20, default_tokens=tokens,
+                             events_per_write=events_per_write)
+    print(server.port, flush=True)
     server.serve_forever()
 
 
 # ------------------------------------------------------------------ helpers
-
-def load_client():
-    spec = importlib.util.spec_from_file_location("vllm_client", CLIENT_PATH)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
 
 def pin(cpu):
     """Pin this process to one CPU when the platform allows; return the CPU or None."""
@@ -165,12 +82,13 @@ def cpu_seconds(pid):
 
 
 def run_probe(client, url, args):
-    ep = client.Endpoint(url, timeout=60)
-    warm, _results = client.run_level(ep, MODEL, 1, max_tokens=args.tokens, prompt_words=64)
-    if warm["ok"] != 1:
-        raise SystemExit("the SSE server double did not answer the warm-up request: %s" % warm)
+    ep = client.http.Endpoint(url, timeout=60)
+    try:
+        warm_up(client, ep, MODEL, args.tokens)
+    except RuntimeError as exc:
+        raise SystemExit("the SSE server double did not answer the warm-up request: %s" % exc) from exc
     cpu0 = time.process_time()
-    soak, _results = client.run_soak(ep, MODEL, args.concurrency, args.seconds, max_tokens=args.tokens, prompt_words=64)
+    soak, _results = client.load.run_soak(ep, MODEL, args.concurrency, args.seconds, max_tokens=args.tokens, prompt_words=64)
     cpu = time.process_time() - cpu0
     soak["client_cpu_s"] = round(cpu, 3)
     soak["tokens_per_cpu_s"] = round(soak["output_tokens"] / cpu, 1) if cpu > 0 else None
@@ -210,8 +128,8 @@ def run_bench(url, args, num_prompts, client_cpu):
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n", maxsplit=1)[0])
-    parser.add_argument("--tokens", type=int, default=256, help="output tokens per request (default 256)")
+    parser = new_parser(__doc__)
+    add_load_args(parser, request_timeout=False)
     parser.add_argument("--concurrency", type=int, default=8, help="streams (default 8)")
     parser.add_argument("--seconds", type=float, default=5.0, help="seconds of probe load (default 5)")
     parser.add_argument("--events-per-write", type=int, default=1,
@@ -222,7 +140,6 @@ def main(argv=None):
                         help="skip the second bench run that gives its CPU cost per token")
     parser.add_argument("--client-cpu", type=int, default=0, help="CPU for the clients (default 0)")
     parser.add_argument("--server-cpu", type=int, default=1, help="CPU for the server double (default 1)")
-    parser.add_argument("--json", action="store_true", help="print the figures as JSON too")
     parser.add_argument("--serve", type=int, metavar="PORT", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
 
@@ -252,7 +169,7 @@ def main(argv=None):
         server_busy = None
         if s0 is not None and s1 is not None and probe["wall_s"]:
             server_busy = round(100.0 * (s1 - s0) / probe["wall_s"], 1)
-        print("probe client (vllm_client, %d streams x %d tokens, %.1fs, client on CPU %s, server on CPU %s):" % (
+        print("probe client (vllm_http, %d streams x %d tokens, %.1fs, client on CPU %s, server on CPU %s):" % (
             args.concurrency, args.tokens, probe["wall_s"], client_cpu, server_cpu))
         print("  %.0f tok/s ingested, %d requests, errors %s, %.0f tok per client CPU-second, client CPU %.0f%%, "
               "server double CPU %s%%" % (

@@ -4,9 +4,9 @@
 """Do the probe's figures agree with vLLM's own /metrics for the same requests?
 
 A benchmark, not a timed test. It starts one real vLLM OpenAI server (the lab profile with
---max-num-seqs 8, see benchmarks/tuning_effect.py), sends one warm-up request, then for each
+--max-num-seqs 8, benchmarks/bench_common.py's VllmServer), sends one warm-up request, then for each
 probe level (default 1, 2, 4 streams, 256 tokens, the probe's own engine
-plugins/module_utils/vllm_client.py) scrapes /metrics before and after and compares, for exactly
+plugins/module_utils/vllm_load.py) scrapes /metrics before and after and compares, for exactly
 the requests of that level:
 
 - mean TTFT (probe: first text chunk received - request start) with the delta of
@@ -30,7 +30,6 @@ this CPU model and a small one of an e2e of seconds. The script prints it in ms 
 """
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import statistics
@@ -38,63 +37,14 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from tuning_effect import (  # noqa: E402  pylint: disable=wrong-import-position
-    VllmServer,
-    add_server_args,
-    check_server_args,
-    load_client,
-    sigterm_as_interrupt,
-    warm_up,
-)
-
-METRICS = (
-    "vllm:time_to_first_token_seconds_sum",
-    "vllm:time_to_first_token_seconds_count",
-    "vllm:generation_tokens_total",
-    "vllm:e2e_request_latency_seconds_sum",
-    "vllm:e2e_request_latency_seconds_count",
-)
-
-
-def parse_metrics(text):
-    """Prometheus text -> {sample name: sum of its values over every label set}."""
-    totals = {}
-    for line in text.splitlines():
-        line = line.strip()
-        if not line or line.startswith("#"):
-            continue
-        if "{" in line:
-            name = line[:line.index("{")]
-            rest = line[line.rindex("}") + 1:]
-        else:
-            name, _sep, rest = line.partition(" ")
-        fields = rest.split()
-        if not fields:
-            continue
-        try:
-            value = float(fields[0])
-        except ValueError:
-            continue
-        totals[name] = totals.get(name, 0.0) + value
-    return totals
-
-
-def scrape(ep):
-    status, body = ep.request("GET", "/metrics", timeout=30)
-    if status != 200:
-        raise RuntimeError("/metrics answered HTTP %s" % status)
-    values = parse_metrics(body.decode("utf-8", "replace"))
-    missing = [m for m in METRICS if m not in values]
-    if missing:
-        raise RuntimeError("/metrics lacks %s" % ", ".join(missing))
-    return values
+import bench_common as common  # noqa: E402  pylint: disable=wrong-import-position
 
 
 def settled_scrape(ep, before, requests, wait_s=10.0):
     """Scrape until vLLM has recorded all ``requests`` (its e2e count moved by that much), or wait_s."""
     end = time.perf_counter() + wait_s
     while True:
-        after = scrape(ep)
+        after = common.scrape(ep)
         done = after["vllm:e2e_request_latency_seconds_count"] - before["vllm:e2e_request_latency_seconds_count"]
         if done >= requests or time.perf_counter() > end:
             return after
@@ -172,35 +122,34 @@ def print_rows(rows, tolerance=None):
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n", maxsplit=1)[0])
-    add_server_args(parser)
+    parser = common.new_parser(__doc__)
+    common.add_server_args(parser)
+    common.add_load_args(parser)
     parser.add_argument("--levels", type=int, nargs="+", default=[1, 2, 4], help="concurrency levels (default 1 2 4)")
     parser.add_argument("--rounds", type=int, default=1, help="requests per stream and level (default 1)")
-    parser.add_argument("--tokens", type=int, default=256, help="output tokens per request (default 256)")
     parser.add_argument("--max-num-seqs", type=int, default=8, help="the server's --max-num-seqs (default 8)")
     parser.add_argument("--tolerance", type=float, default=0.05, help="the goal, relative (default 0.05)")
-    parser.add_argument("--request-timeout", type=float, default=300.0, help="seconds per request (default 300)")
-    parser.add_argument("--json", action="store_true", help="print the figures as JSON too")
     args = parser.parse_args(argv)
-    check_server_args(parser, args)
+    common.check_server_args(parser, args)
     if any(c < 1 for c in args.levels) or args.rounds < 1 or args.tokens < 2 or args.max_num_seqs < 1:
         parser.error("--levels, --rounds and --max-num-seqs must be >= 1 and --tokens >= 2")
-    sigterm_as_interrupt()
-    client = load_client()
+    common.sigterm_as_interrupt()
+    client = common.load_client()
     print("model %s, vLLM from %s, %d cores, levels %s x %d round(s), %d tokens per request" % (
         args.model_dir, args.vllm_python, os.cpu_count() or 1, args.levels, args.rounds, args.tokens), flush=True)
 
     levels = []
     try:
-        with VllmServer(args.vllm_python, args.model_dir, args.max_num_seqs, args.startup_timeout,
-                        args.keep_logs) as server:
-            ep = client.Endpoint(server.url, timeout=args.request_timeout)
-            warm_up(client, ep, server.model, args.tokens)
-            first = before = scrape(ep)
+        with common.VllmServer(args.vllm_python, args.model_dir, args.max_num_seqs, args.startup_timeout,
+                               args.keep_logs) as server:
+            ep = client.http.Endpoint(server.url, timeout=args.request_timeout)
+            common.warm_up(client, ep, server.model, args.tokens)
+            first = before = common.scrape(ep)
             all_results = []
             for conc in args.levels:
-                fig, results = client.run_level(ep, server.model, conc, rounds=args.rounds, max_tokens=args.tokens,
-                                                prompt_words=64, request_timeout=args.request_timeout)
+                fig, results = client.load.run_level(ep, server.model, conc, rounds=args.rounds,
+                                                     max_tokens=args.tokens, prompt_words=64,
+                                                     request_timeout=args.request_timeout)
                 after = settled_scrape(ep, before, len(results))
                 if fig["ok"] != fig["requests"]:
                     raise RuntimeError("level %d: %s %s" % (conc, fig["errors"], fig["error_messages"]))
@@ -212,7 +161,7 @@ def main(argv=None):
     except KeyboardInterrupt:
         print("interrupted: the server is stopped", file=sys.stderr)
         return 130
-    except (RuntimeError, OSError, client.ClientError) as exc:
+    except (RuntimeError, OSError, client.http.ClientError) as exc:
         print("ERROR: %s" % getattr(exc, "msg", exc), file=sys.stderr)
         return 1
 

@@ -23,7 +23,7 @@ AT_ROOT=$CACHE_DIR/ansible-test
 AT_HOME=$AT_ROOT/home
 copy=$AT_ROOT/ansible_collections/gpuhost/inference
 
-# 1. The venv. ansible-core and matplotlib (tests/unit/test_sweep_report.py's charts) as
+# 1. The venv. ansible-core and matplotlib (tests/unit/playbooks/test_sweep_report.py's charts) as
 #    requirements-dev.txt pins them; the rest pinned here.
 mapfile -t pins < <(grep -E '^(ansible-core|matplotlib)==' "$REPO_ROOT/requirements-dev.txt")
 [ ${#pins[@]} -eq 2 ] || { echo "requirements-dev.txt pins no ansible-core== or matplotlib==" >&2; exit 1; }
@@ -74,7 +74,7 @@ step "copy of the working tree at $copy"
 rm -rf "$AT_ROOT/ansible_collections"
 mkdir -p "$copy"
 (cd "$REPO_ROOT" && git ls-files -z --cached --others --exclude-standard --deduplicate) |
-  (cd "$REPO_ROOT" && while IFS= read -r -d '' f; do [ -e "$f" ] && printf '%s\0' "$f"; done) |
+  (cd "$REPO_ROOT" && while IFS= read -r -d '' f; do if [ -e "$f" ]; then printf '%s\0' "$f"; fi; done) |
   tar -C "$REPO_ROOT" --null -T - -cf - | tar -C "$copy" -xf -
 git -C "$copy" init -q
 echo "$(git -C "$copy" ls-files --others --exclude-standard | wc -l) files"

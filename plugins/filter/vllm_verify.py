@@ -5,7 +5,7 @@
 active profile serves on, the platform vLLM detected, and the checks of the sampling variables.
 
 Each filter takes plain data (what the role registered) and returns plain data, so the role's
-templates only render and the unit tests (tests/unit/test_vllm_verify_filter.py with the cases of
+templates only render and the unit tests (tests/unit/plugins/filter/test_vllm_verify.py with the cases of
 tests/unit/data/vllm_verify_cases.yaml) cover every branch.
 """
 from __future__ import annotations

@@ -25,6 +25,7 @@ import time
 
 __all__ = [
     "GPU_INFO_FIELDS",
+    "LevelPower",
     "NvidiaSmi",
     "NvidiaSmiError",
     "PowerSampler",
@@ -435,6 +436,96 @@ def summarize(samples, field=POWER_DRAW_AVERAGE, window=None):
             "energy_j": round(energy, 3),
         }
     return result
+
+
+# Fields sampled beside the power reading during a load level (LevelPower).
+EXTRA_POWER_FIELDS = ["enforced.power.limit", "clocks.sm"]
+FIRST_SAMPLE_WAIT_S = 3.0
+
+
+class LevelPower:
+    """Wraps a PowerSampler for one load level; never raises (failures go to ``error``).
+
+    ``start()``/``stop()`` run around the load (vllm_http.run_streams calls them), then
+    ``figures(level, window)`` adds the power figures of the load window to the level's dict.
+    """
+
+    def __init__(self, smi, interval_ms, field, gpus=None):
+        self.smi = smi
+        self.interval_ms = interval_ms
+        self.field = field
+        self.gpus = gpus or None
+        self.sampler = None
+        self.rows = []
+        self.error = None
+
+    def start(self):
+        try:
+            self.sampler = PowerSampler(self.smi, EXTRA_POWER_FIELDS, interval_ms=self.interval_ms,
+                                        gpus=self.gpus, power_field=self.field)
+            self.sampler.start()
+        except NvidiaSmiError as exc:
+            self.error = exc.msg
+            self.sampler = None
+            return
+        # nvidia-smi takes a moment to print its first row: let the load start only then, so a
+        # short level is covered from its start (wait at most FIRST_SAMPLE_WAIT_S)
+        end = time.monotonic() + FIRST_SAMPLE_WAIT_S
+        while not self.sampler.samples and time.monotonic() < end and self.sampler.error is None:
+            proc = getattr(self.sampler, "_proc", None)
+            if proc is not None and proc.poll() is not None:
+                break
+            time.sleep(0.01)
+
+    def stop(self):
+        if self.sampler is None:
+            return
+        try:
+            self.rows = self.sampler.stop()
+        except NvidiaSmiError as exc:
+            self.error = exc.msg
+        if self.sampler.error and not self.error:
+            self.error = self.sampler.error
+
+    def figures(self, level, window):
+        """Add power, power_w, energy_j, j_per_token, tps_per_w to the level dict.
+
+        ``window``: (first request sent, last stream end) of the level in perf_counter seconds
+        (vllm_stats.load_window), or None. Only the samples inside it count; energy_j is the
+        integral over that window (see summarize).
+        """
+        if window is not None:
+            # perf_counter -> seconds since the epoch (nvidia-smi's timestamps)
+            offset = time.time() - time.perf_counter()
+            window = (window[0] + offset, window[1] + offset)
+            level["power_window_s"] = round(window[1] - window[0], 3)
+        summary = self.sampler.summary(window) if self.sampler is not None and window is not None else {}
+        if not summary:
+            if self.error is None:
+                self.error = "nvidia-smi gave no power samples"
+            return level
+        empty = sorted(index for index, item in summary.items() if not item["samples"])
+        if empty:
+            level["power"] = summary
+            level["power_note"] = "no %s sample of GPU %s inside the %.3f s load window (raise the load or lower " \
+                "sample_interval_ms)" % (self.field, ", ".join(empty), window[1] - window[0])
+            return level
+        for index, item in summary.items():
+            rows = [r for r in self.rows if str(r.get("index")) == index]
+            limits = [r.get("enforced.power.limit") for r in rows if isinstance(r.get("enforced.power.limit"), (int, float))]
+            clocks = [r.get("clocks.sm") for r in rows if isinstance(r.get("clocks.sm"), (int, float))]
+            item["enforced_limit_w"] = float(limits[-1]) if limits else None
+            item["sm_clock_mhz"] = round(sum(clocks) / len(clocks), 1) if clocks else None
+        power_w = round(sum(item["mean_w"] for item in summary.values()), 3)
+        energy = sum(item["energy_j"] for item in summary.values())
+        level["power"] = summary
+        level["power_w"] = power_w
+        level["energy_j"] = round(energy, 3)
+        if energy > 0 and level["output_tokens"]:
+            level["j_per_token"] = round(energy / level["output_tokens"], 6)
+        if power_w > 0 and level["aggregate_tps"] is not None:
+            level["tps_per_w"] = round(level["aggregate_tps"] / power_w, 6)
+        return level
 
 
 def power_draw_field(smi, gpus=None):

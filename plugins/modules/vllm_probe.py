@@ -421,97 +421,15 @@ import time
 import uuid
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.gpuhost.inference.plugins.module_utils import vllm_client
 from ansible_collections.gpuhost.inference.plugins.module_utils import nvidia_smi
-from ansible_collections.gpuhost.inference.plugins.module_utils.nvidia_smi import NvidiaSmi, NvidiaSmiError, PowerSampler
-
-EXTRA_POWER_FIELDS = ["enforced.power.limit", "clocks.sm"]
-FIRST_SAMPLE_WAIT_S = 3.0
+from ansible_collections.gpuhost.inference.plugins.module_utils.nvidia_smi import LevelPower, NvidiaSmi, NvidiaSmiError
+from ansible_collections.gpuhost.inference.plugins.module_utils.vllm_http import ClientError, Endpoint
+from ansible_collections.gpuhost.inference.plugins.module_utils.vllm_load import context_probe, run_level, run_soak
+from ansible_collections.gpuhost.inference.plugins.module_utils.vllm_stats import load_window
 
 
 class ProbeTimeout(Exception):
     pass
-
-
-class LevelPower:
-    """Wraps the nvidia-smi PowerSampler for one level; never raises (failures go to ``error``)."""
-
-    def __init__(self, smi, interval_ms, field, gpus=None):
-        self.smi = smi
-        self.interval_ms = interval_ms
-        self.field = field
-        self.gpus = gpus or None
-        self.sampler = None
-        self.rows = []
-        self.error = None
-
-    def start(self):
-        try:
-            self.sampler = PowerSampler(self.smi, EXTRA_POWER_FIELDS, interval_ms=self.interval_ms,
-                                        gpus=self.gpus, power_field=self.field)
-            self.sampler.start()
-        except NvidiaSmiError as exc:
-            self.error = exc.msg
-            self.sampler = None
-            return
-        # nvidia-smi takes a moment to print its first row: let the load start only then, so a
-        # short level is covered from its start (wait at most FIRST_SAMPLE_WAIT_S)
-        end = time.monotonic() + FIRST_SAMPLE_WAIT_S
-        while not self.sampler.samples and time.monotonic() < end and self.sampler.error is None:
-            proc = getattr(self.sampler, "_proc", None)
-            if proc is not None and proc.poll() is not None:
-                break
-            time.sleep(0.01)
-
-    def stop(self):
-        if self.sampler is None:
-            return
-        try:
-            self.rows = self.sampler.stop()
-        except NvidiaSmiError as exc:
-            self.error = exc.msg
-        if self.sampler.error and not self.error:
-            self.error = self.sampler.error
-
-    def figures(self, level, results):
-        """Add power, power_w, energy_j, j_per_token, tps_per_w to the level dict.
-
-        Only the samples inside the load window (the level's first request sent to its last
-        stream end) count; energy_j is the integral over that window (see nvidia_smi.summarize).
-        """
-        window = vllm_client.load_window(results)
-        if window is not None:
-            # perf_counter -> seconds since the epoch (nvidia-smi's timestamps)
-            offset = time.time() - time.perf_counter()
-            window = (window[0] + offset, window[1] + offset)
-            level["power_window_s"] = round(window[1] - window[0], 3)
-        summary = self.sampler.summary(window) if self.sampler is not None and window is not None else {}
-        if not summary:
-            if self.error is None:
-                self.error = "nvidia-smi gave no power samples"
-            return level
-        empty = sorted(index for index, item in summary.items() if not item["samples"])
-        if empty:
-            level["power"] = summary
-            level["power_note"] = "no %s sample of GPU %s inside the %.3f s load window (raise the load or lower " \
-                "sample_interval_ms)" % (self.field, ", ".join(empty), window[1] - window[0])
-            return level
-        for index, item in summary.items():
-            rows = [r for r in self.rows if str(r.get("index")) == index]
-            limits = [r.get("enforced.power.limit") for r in rows if isinstance(r.get("enforced.power.limit"), (int, float))]
-            clocks = [r.get("clocks.sm") for r in rows if isinstance(r.get("clocks.sm"), (int, float))]
-            item["enforced_limit_w"] = float(limits[-1]) if limits else None
-            item["sm_clock_mhz"] = round(sum(clocks) / len(clocks), 1) if clocks else None
-        power_w = round(sum(item["mean_w"] for item in summary.values()), 3)
-        energy = sum(item["energy_j"] for item in summary.values())
-        level["power"] = summary
-        level["power_w"] = power_w
-        level["energy_j"] = round(energy, 3)
-        if energy > 0 and level["output_tokens"]:
-            level["j_per_token"] = round(energy / level["output_tokens"], 6)
-        if power_w > 0 and level["aggregate_tps"] is not None:
-            level["tps_per_w"] = round(level["aggregate_tps"] / power_w, 6)
-        return level
 
 
 def _no_power(level):
@@ -530,7 +448,7 @@ def _preflight(module, ep, params):
     """Reach the server, pick the model and its context length; fail with a clear message."""
     try:
         status, models = ep.get_json("/v1/models", timeout=min(30.0, params["request_timeout"]))
-    except vllm_client.ClientError as exc:
+    except ClientError as exc:
         module.fail_json(msg=exc.msg, base_url=ep.base_url)
     if status == 401:
         module.fail_json(
@@ -564,7 +482,7 @@ def _preflight(module, ep, params):
         vstatus, vbody = ep.get_json("/version", timeout=10.0)
         if vstatus == 200 and isinstance(vbody, dict):
             version = vbody.get("version")
-    except vllm_client.ClientError:
+    except ClientError:
         pass
     return model, max_model_len, version
 
@@ -637,7 +555,7 @@ def main():
 
     started = time.perf_counter()
     deadline = started + p["timeout"]
-    ep = vllm_client.Endpoint(base_url, api_key=p["api_key"], timeout=p["request_timeout"])
+    ep = Endpoint(base_url, api_key=p["api_key"], timeout=p["request_timeout"])
     model, max_model_len, version = _preflight(module, ep, p)
     if p["context_probe"]:
         if max_model_len is None:
@@ -676,7 +594,7 @@ def main():
         nonlocal power_error
         if power is None:
             return _no_power(fig)
-        power.figures(fig, results)
+        power.figures(fig, load_window(results))
         if power.error and power_error is None:
             power_error = power.error
         return _no_power(fig)
@@ -696,7 +614,7 @@ def main():
         for level in p["concurrency"]:
             check_deadline("before level %d" % level)
             power = new_power()
-            fig, res = vllm_client.run_level(
+            fig, res = run_level(
                 ep, model, level, rounds=p["rounds"], max_tokens=p["max_tokens"],
                 prompt_words=p["prompt_words"], request_timeout=p["request_timeout"],
                 deadline=deadline, sampler=power, run_id=run_id,
@@ -707,7 +625,7 @@ def main():
         for level in p["sampled_concurrency"]:
             check_deadline("before sampled level %d" % level)
             power = new_power()
-            fig, res = vllm_client.run_level(
+            fig, res = run_level(
                 ep, model, level, rounds=p["rounds"], max_tokens=p["max_tokens"],
                 prompt_words=p["prompt_words"], request_timeout=p["request_timeout"],
                 deadline=deadline, sampler=power, run_id=run_id, sampling=sampling,
@@ -717,7 +635,7 @@ def main():
                 raise ProbeTimeout("during sampled level %d" % level)
         if p["context_probe"]:
             check_deadline("before the context probe")
-            result["context"] = vllm_client.context_probe(
+            result["context"] = context_probe(
                 ep, model, max_model_len, p["max_tokens"], request_timeout=p["request_timeout"], deadline=deadline,
             )
         if p["soak_seconds"] > 0:
@@ -725,7 +643,7 @@ def main():
             top = max(p["concurrency"])
             seconds = min(p["soak_seconds"], max(0.0, deadline - time.perf_counter()))
             power = new_power()
-            fig, res = vllm_client.run_soak(
+            fig, res = run_soak(
                 ep, model, top, seconds, max_tokens=p["max_tokens"], prompt_words=p["prompt_words"],
                 request_timeout=p["request_timeout"], deadline=deadline, sampler=power, run_id=run_id,
             )

@@ -2,7 +2,7 @@
 profile, lab-single with `single_gpu` from its host_vars).
 
 The launcher is exercised against the argv-recording stand-in python (a test double,
-tests/double/record_argv_python), which molecule's prepare installs at
+tests/doubles/record_argv_python), which molecule's prepare installs at
 /usr/local/lib/gpuhost-tests/record_argv_python.
 """
 from __future__ import annotations

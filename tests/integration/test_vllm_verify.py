@@ -1,6 +1,6 @@
 """testinfra checks of roles/vllm_verify on the lab boxes (run by molecule's verifier).
 
-In the default scenario lab-tp2 and lab-single run the vLLM API test double (tests/double/)
+In the default scenario lab-tp2 and lab-single run the vLLM API test double (tests/doubles/vllm_double/)
 through the real launcher and unit; the converge ran vllm_verify, which must have passed, so:
 the profile is recorded as the last good one, a JSON and a Markdown report are on the host
 with a positive aggregate throughput for every level and the startup-report figures, and the

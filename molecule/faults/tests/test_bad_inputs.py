@@ -37,7 +37,7 @@ CASES = [
     ("api_key_file_missing", {"vllm_service_api_key_file": "/nonexistent/vllm-api-key"}, ["vllm_service_api_key_file"]),
     ("verify_concurrency_zero", {"vllm_verify_concurrency": [0, 2]}, ["vllm_verify_concurrency"]),
     # Values written into unit files and the launcher (the unit_value_errors filter; its unit tests,
-    # tests/unit/test_gpuhost_checks.py, check that these messages hold these strings).
+    # tests/unit/plugins/filter/test_gpuhost_checks.py, check that these messages hold these strings).
     ("path_percent_specifier", {"vllm_service_venv": "/opt/vllm/%i/venv"},
      ["vllm_service_venv", "absolute path", "% specifiers", "/opt/vllm/%i/venv"]),
     ("path_quote", {"vllm_service_state_dir": '/var/lib/vllm" ExecStartPre=/bin/sh'},

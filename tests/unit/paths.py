@@ -1,0 +1,16 @@
+"""Where the unit tests find the checkout's files: one place, whatever folder a test lives in.
+
+    from ansible_collections.gpuhost.inference.tests.unit.paths import ROOT, DATA, FIXTURES
+"""
+from __future__ import annotations
+
+import os
+
+UNIT = os.path.dirname(os.path.abspath(__file__))   # tests/unit
+TESTS = os.path.dirname(UNIT)                       # tests
+ROOT = os.path.dirname(TESTS)                       # the collection's root (the checkout)
+DATA = os.path.join(UNIT, "data")                   # the data-driven cases
+FIXTURES = os.path.join(TESTS, "fixtures")          # captures of the real things
+DOUBLES = os.path.join(TESTS, "doubles")            # test doubles
+SMI_MOCK = os.path.join(DOUBLES, "nvidia_smi_mock.py")      # the mocked nvidia-smi
+VLLM_DOUBLE_SRC = os.path.join(DOUBLES, "vllm_double", "src")  # the vLLM API test double's package

@@ -1,0 +1,77 @@
+"""Unit tests of the vllm_install filter vllm_install_cpu_runtime_errors (plugins/filter/vllm_install.py)
+and of the role data it guards: the cpu variant's default OS packages and the lab's apt pool.
+
+Data-driven cases in tests/unit/data/vllm_install_cpu_runtime_cases.yaml.
+"""
+from __future__ import annotations
+
+import os
+import re
+
+import pytest
+import yaml
+from ansible.parsing.dataloader import DataLoader
+from ansible.template import Templar, trust_as_template
+
+from ansible_collections.gpuhost.inference.plugins.filter.vllm_install import (
+    FilterModule,
+    vllm_install_cpu_runtime_errors,
+)
+
+from ansible_collections.gpuhost.inference.tests.unit.asserts import assert_errors_match
+from ansible_collections.gpuhost.inference.tests.unit.paths import DATA, ROOT
+
+ROLE = os.path.join(ROOT, "roles", "vllm_install")
+
+with open(os.path.join(DATA, "vllm_install_cpu_runtime_cases.yaml"), encoding="utf-8") as fh:
+    CASES = yaml.safe_load(fh)["cases"]
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c["id"] for c in CASES])
+def test_cpu_runtime_errors(case):
+    errors = vllm_install_cpu_runtime_errors(
+        case["variant"], case["packages"], case["found"], managed_python=case.get("managed_python", False))
+    assert_errors_match(errors, case["expect_errors"])
+
+
+def test_errors_name_the_variable_and_why():
+    for error in vllm_install_cpu_runtime_errors("cpu", [], {"cxx": None, "python_h": False}):
+        assert "vllm_install_system_packages" in error
+        assert "compiled_random_sample" in error
+
+
+def test_bad_arguments_are_refused():
+    with pytest.raises(TypeError, match="list of package names"):
+        vllm_install_cpu_runtime_errors("cpu", "g++ python3-dev", {"cxx": None, "python_h": False})
+    with pytest.raises(TypeError, match="found must be a mapping"):
+        vllm_install_cpu_runtime_errors("cpu", [], None)
+
+
+def test_filter_registered():
+    assert FilterModule().filters()["vllm_install_cpu_runtime_errors"] is vllm_install_cpu_runtime_errors
+
+
+def _default_system_packages(variant, os_family):
+    with open(os.path.join(ROLE, "defaults", "main.yml"), encoding="utf-8") as fh:
+        defaults = yaml.safe_load(fh)
+    variables = {key: trust_as_template(v) if isinstance(v, str) else v for key, v in defaults.items()}
+    variables.update(vllm_install_variant=variant, ansible_facts={"os_family": os_family})
+    return Templar(loader=DataLoader(), variables=variables).template(variables["vllm_install_system_packages"])
+
+
+def test_role_default_brings_the_compiler_on_debian_for_cpu_only():
+    cpu = _default_system_packages("cpu", "Debian")
+    assert cpu == ["python3-venv", "g++", "python3-dev"]
+    assert vllm_install_cpu_runtime_errors("cpu", cpu, {"cxx": None, "python_h": False}) == []
+    assert _default_system_packages("cuda", "Debian") == ["python3-venv"]
+    assert _default_system_packages("cpu", "RedHat") == []
+
+
+def test_lab_apt_pool_holds_the_role_default():
+    # scripts/apt-pool.sh serves the lab boxes (no network) the packages the role installs.
+    with open(os.path.join(ROOT, "scripts", "apt-pool.sh"), encoding="utf-8") as fh:
+        found = re.search(r"^PACKAGES=\$\{APT_POOL_PACKAGES:-([^}]*)\}$", fh.read(), re.M)
+    assert found, "no PACKAGES=${APT_POOL_PACKAGES:-...} line in scripts/apt-pool.sh"
+    pool = found.group(1).split()
+    assert set(_default_system_packages("cpu", "Debian")) <= set(pool)
+    assert "python3-apt" in pool  # ansible.builtin.apt installs it with apt-get when it is missing

@@ -1,0 +1,114 @@
+"""Unit tests of the vllm_verify filters (plugins/filter/vllm_verify.py): gates, power section, the
+profile's GPUs, the platform and the sampled-level input checks.
+
+Data-driven: the cases are in tests/unit/data/vllm_verify_cases.yaml.
+"""
+from __future__ import annotations
+
+import copy
+import os
+
+import pytest
+import yaml
+
+from ansible.errors import AnsibleFilterError
+from ansible_collections.gpuhost.inference.plugins.filter import vllm_verify as vf
+
+from ansible_collections.gpuhost.inference.tests.unit.paths import DATA, FIXTURES
+
+with open(os.path.join(DATA, "vllm_verify_cases.yaml"), encoding="utf-8") as _fh:
+    CASES = yaml.safe_load(_fh)
+
+
+def _ids(items):
+    return [c["id"] for c in items]
+
+
+@pytest.mark.parametrize("case", CASES["gates"], ids=_ids(CASES["gates"]))
+def test_gates(case):
+    inputs = copy.deepcopy(CASES["base_inputs"])
+    inputs.update(copy.deepcopy(case["inputs"]))
+    gates = vf.vllm_verify_gates(inputs)
+    by_name = {g["name"]: g for g in gates}
+    assert len(by_name) == len(gates), "a gate is there twice"
+    for gate in gates:
+        assert set(gate) == {"name", "ok", "value", "threshold", "detail"}
+        assert isinstance(gate["ok"], bool)
+    for name, want in case.get("expect", {}).items():
+        assert name in by_name, (name, gates)
+        gate = by_name[name]
+        assert gate["ok"] is want["ok"], gate
+        for key in ("value", "threshold"):
+            if key in want:
+                assert gate[key] == want[key], gate
+        if "detail_contains" in want:
+            assert want["detail_contains"] in gate["detail"], gate
+    for name in case.get("absent", []):
+        assert name not in by_name, by_name[name]
+
+
+def test_gates_keep_their_order_and_can_be_extended(monkeypatch):
+    names = [g["name"] for g in vf.vllm_verify_gates(dict(CASES["base_inputs"], min_single_stream_tps=1,
+                                                          min_aggregate_tps=1, soak_seconds=5))]
+    assert names == ["min_full_context_concurrency", "min_single_stream_tps", "min_aggregate_tps", "max_errors",
+                     "sampled", "context", "stability", "soak"]
+    monkeypatch.setattr(vf, "GATES", vf.GATES + (lambda i: vf._gate("health", i.get("healthy") is True,  # pylint: disable=protected-access
+                                                                    i.get("healthy"), True, "after the probe"),))
+    gates = vf.vllm_verify_gates(dict(CASES["base_inputs"], healthy=False))
+    assert gates[-1] == {"name": "health", "ok": False, "value": False, "threshold": True, "detail": "after the probe"}
+
+
+def test_gates_refuse_a_non_dict():
+    with pytest.raises(AnsibleFilterError, match="vllm_verify_gates expects probe as a dict"):
+        vf.vllm_verify_gates(dict(CASES["base_inputs"], probe="x"))
+
+
+@pytest.mark.parametrize("case", CASES["power"]["cases"], ids=_ids(CASES["power"]["cases"]))
+def test_power(case):
+    inputs = copy.deepcopy(CASES["power"]["base"])
+    inputs.update(copy.deepcopy(case["inputs"]))
+    power = vf.vllm_verify_power(inputs)
+    assert power["power_source"] in vf.POWER_SOURCES
+    for key, value in case["expect"].items():
+        assert power[key] == value, (key, power)
+    if "reason_contains" in case:
+        assert case["reason_contains"] in power["reason"], power["reason"]
+    assert power["cap_applied"] is (power["reason"] is None)
+
+
+@pytest.mark.parametrize("case", CASES["gpu_indices"], ids=_ids(CASES["gpu_indices"]))
+def test_gpu_indices(case):
+    args = [case["settings"], case["env"]]
+    if "present" in case:
+        args.append(case["present"])
+    assert vf.vllm_verify_gpu_indices(*args) == case["expect"]
+
+
+@pytest.mark.parametrize("case", CASES["platform"], ids=_ids(CASES["platform"]))
+def test_platform(case):
+    assert vf.vllm_verify_platform(case["text"]) == case["expect"]
+
+
+def test_platform_of_the_real_cpu_capture():
+    path = os.path.join(FIXTURES, "vllm-0.28.0", "startup.log")
+    with open(path, encoding="utf-8") as fh:
+        text = fh.read()
+    # the capture starts after the platform line; the filter must not invent one
+    assert vf.vllm_verify_platform(text) in (None, "cpu")
+
+
+@pytest.mark.parametrize("case", CASES["sampling_errors"], ids=_ids(CASES["sampling_errors"]))
+def test_sampling_errors(case):
+    errors = vf.vllm_verify_sampling_errors(case["values"])
+    if "expect" in case:
+        assert errors == case["expect"]
+    for fragment in case.get("contains", []):
+        assert any(fragment in e for e in errors), (fragment, errors)
+    if "count" in case:
+        assert len(errors) == case["count"], errors
+
+
+def test_filters_are_registered():
+    assert set(vf.FilterModule().filters()) == {
+        "vllm_verify_gates", "vllm_verify_power", "vllm_verify_platform", "vllm_verify_gpu_indices",
+        "vllm_verify_sampling_errors"}
