@@ -1,0 +1,76 @@
+# Copyright: gpuhost.inference contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""vllm_verify's reading of a profile and its rollback, in Python: the name a profile serves under,
+and the sentence that says what the rollback did.
+
+The docs of each filter are in the YAML file of the same name beside this one; the unit tests are
+tests/unit/plugins/filter/test_vllm_verify_profile.py with the cases of tests/unit/data/vllm_verify_profile_cases.yaml.
+"""
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+_MISSING = object()
+# What ansible.builtin.flatten leaves out.
+_NULLS = (None, "None", "null")
+
+
+def _flatten(value):
+    out = []
+    for item in value:
+        if item in _NULLS:
+            continue
+        if isinstance(item, (list, tuple)):
+            out.extend(_flatten(item))
+        else:
+            out.append(item)
+    return out
+
+
+def vllm_verify_served_name(settings, fallback=""):
+    """The name a profile serves under: its first served_model_name (or served-model-name; a string or a
+    list), else its model, else ``fallback`` (when the profile has no model key)."""
+    if settings is None:
+        settings = {}
+    if not isinstance(settings, Mapping):
+        raise TypeError("vllm_verify_served_name expects the profile's settings as a dict, got %s" % type(settings).__name__)
+    served = settings.get("served_model_name", settings.get("served-model-name"))
+    names = [name for name in _flatten([served]) if name]
+    model = settings.get("model", _MISSING)
+    return (names + [fallback if model is _MISSING else model])[0]
+
+
+def _shown(value):
+    """As a template shows a value: None as ''."""
+    return "" if value is None else value
+
+
+def vllm_verify_rollback_text(rollback_to, start=None, enabled=True, last_good="", last_good_file=""):
+    """The sentence of the failure message that says what the rollback did, or why there was none.
+
+    rollback_to: the profile rolled back to ('' for none). start: the wait script's JSON of its start
+    (ok, since_start_s, elapsed_s, reason). enabled: vllm_verify_rollback. last_good: the last profile that
+    passed on this host ('' for none), read from last_good_file.
+    """
+    if rollback_to:
+        start = start or {}
+        if start.get("ok", False):
+            return "Rolled back to the last good profile '%s': it serves again (healthy %s s after its start)." % (
+                rollback_to, _shown(start.get("since_start_s") or start["elapsed_s"]))
+        return "Rolled back to the last good profile '%s', but it did NOT come up either: %s." % (
+            rollback_to, _shown(start.get("reason", "no answer")))
+    if not enabled:
+        return "No rollback (vllm_verify_rollback is false)."
+    if not last_good:
+        return "No rollback: no profile has passed on this host yet (%s)." % (last_good_file,)
+    return "No rollback: the last good profile is the active one ('%s')." % (last_good,)
+
+
+class FilterModule:
+    """vllm_verify filters of the active profile and its rollback."""
+
+    def filters(self):
+        return {
+            "vllm_verify_served_name": vllm_verify_served_name,
+            "vllm_verify_rollback_text": vllm_verify_rollback_text,
+        }

@@ -1,0 +1,45 @@
+"""Unit tests of the vllm_service_var_errors filter (plugins/filter/vllm_service.py).
+
+Data-driven: the cases are in tests/unit/data/vllm_service_var_errors.yaml. The last test ties the
+messages to the bad-input matrix of molecule's faults scenario (molecule/faults/tests/test_bad_inputs.py).
+"""
+from __future__ import annotations
+
+import os
+
+import pytest
+import yaml
+
+from ansible_collections.gpuhost.inference.plugins.filter.vllm_service import FilterModule, vllm_service_var_errors
+
+from ansible_collections.gpuhost.inference.tests.unit.asserts import assert_errors_match
+from ansible_collections.gpuhost.inference.tests.unit.paths import DATA
+from ansible_collections.gpuhost.inference.tests.unit.plugins.filter.matrix import matrix_cases
+
+with open(os.path.join(DATA, "vllm_service_var_errors.yaml"), encoding="utf-8") as _fh:
+    DATA_CASES = yaml.safe_load(_fh)
+BASE = DATA_CASES["base"]
+CASES = DATA_CASES["cases"]
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c["id"] for c in CASES])
+def test_cases(case):
+    assert_errors_match(vllm_service_var_errors(dict(BASE, **case["values"])), case["expect_errors"])
+
+
+def test_not_a_mapping():
+    with pytest.raises(TypeError, match="must be a mapping"):
+        vllm_service_var_errors(["vllm_service_port"])
+
+
+def test_filter_registered():
+    assert FilterModule().filters() == {"vllm_service_var_errors": vllm_service_var_errors}
+
+
+@pytest.mark.parametrize("name", ["port_out_of_range", "empty_model", "api_key_file_missing"])
+def test_matrix_case_gets_the_message_it_looks_for(name):
+    bad, expected = matrix_cases()[name]
+    errors = vllm_service_var_errors(dict(BASE, **bad))
+    assert len(errors) == 1, errors
+    missing = [s for s in expected if s not in errors[0]]
+    assert not missing, "matrix case %s looks for %r, the message is %r" % (name, missing, errors[0])
