@@ -20,6 +20,10 @@ def cell(value) -> str:
     return text.replace("|", "\\|")
 
 
+# `{{ other_var | default(lookup('gpuhost.inference.role_default', 'other_var')) }}`: the owner role's value.
+OWNED = re.compile(r"^\{\{ (\w+) \| default\(lookup\('gpuhost\.inference\.role_default', '\1'\)\) \}\}(.*)$")
+
+
 def table(role: str) -> str:
     path = os.path.join(ROOT, "roles", role, "meta", "argument_specs.yml")
     with open(path, encoding="utf-8") as fh:
@@ -38,7 +42,11 @@ def table(role: str) -> str:
         if isinstance(desc, list):
             desc = " ".join(desc)
         default = defaults.get(name, opt.get("default", ""))
-        shown = "`" + cell(yaml.safe_dump(default, default_flow_style=True, width=10_000).strip().removesuffix("...").strip()) + "`"
+        owned = OWNED.match(default) if isinstance(default, str) else None
+        if owned:
+            shown = f"`{owned.group(1)}`" + (f" + `{cell(owned.group(2))}`" if owned.group(2) else "")
+        else:
+            shown = "`" + cell(yaml.safe_dump(default, default_flow_style=True, width=10_000).strip().removesuffix("...").strip()) + "`"
         if len(shown) > 80:
             shown = "see `defaults/main.yml`"
         if opt.get("required"):

@@ -77,6 +77,8 @@ def test_unit_properties(host):
     assert props["RemainAfterExit"] == "yes", msg
     assert "vllm.service" in props["Before"].split(), msg
     assert "multi-user.target" in props["WantedBy"].split(), msg
+    # The boot order is stated here only: the cap is wanted by the model unit through its own WantedBy=.
+    assert "vllm.service" in props["WantedBy"].split(), msg
     assert props["User"] in ("", "root"), msg
     assert props["UnitFileState"] == "enabled", msg
 

@@ -78,6 +78,9 @@ def test_unit_runs_as_vllm_and_only_wants_the_power_unit(host):
     for hard in ("Requires", "Requisite", "BindsTo"):
         assert POWER_UNIT not in props[hard].split(), (hard, props[hard])
     assert props["UnitFileState"] == "enabled"
+    # ... and the order is the power unit's to state (Before=, WantedBy=): this unit's file never names it.
+    unit_text = host.file("/etc/systemd/system/" + UNIT).content_string
+    assert POWER_UNIT not in unit_text, unit_text
 
 
 def test_unit_restarts_after_any_exit_but_status_2(host):
