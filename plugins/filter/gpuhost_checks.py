@@ -9,6 +9,8 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 
+from ansible_collections.gpuhost.inference.plugins.module_utils.gpuhost_values import type_name as _type_name
+
 # An absolute path of plain characters: no spaces or quotes (they would split or end a unit
 # setting or a shell word), no `%` (a systemd specifier), no `$`, `;`, backslash or line break.
 PATH_RE = re.compile(r"^/[A-Za-z0-9._/-]+$")
@@ -37,14 +39,6 @@ def _show(value):
     if isinstance(value, str):
         return '"%s"' % value.encode("unicode_escape").decode("ascii").replace('"', '\\"')
     return repr(value)
-
-
-def _type_name(value):
-    for kind, name in ((bool, "bool"), (int, "int"), (float, "float"), (str, "str"),
-                       (Mapping, "dict"), (list, "list"), (type(None), "null")):
-        if isinstance(value, kind):
-            return name
-    return type(value).__name__
 
 
 def _path_errors(name, value):

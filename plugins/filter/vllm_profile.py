@@ -11,6 +11,8 @@ import re
 import unicodedata
 from collections.abc import Mapping
 
+from ansible_collections.gpuhost.inference.plugins.module_utils.gpuhost_values import type_name as _type_name
+
 PROFILE_KEYS = ("description", "environment", "settings")
 PROFILE_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -52,15 +54,6 @@ FORBIDDEN_ENV = {
 
 def _norm(key):
     return str(key).replace("-", "_")
-
-
-def _type_name(value):
-    """The YAML-ish type name (ansible-core 2.19 hands the filter tagged subclasses of the builtins)."""
-    for kind, name in ((bool, "bool"), (int, "int"), (float, "float"), (str, "str"),
-                       (Mapping, "dict"), (list, "list"), (type(None), "null")):
-        if isinstance(value, kind):
-            return name
-    return type(value).__name__
 
 
 def _is_int(value):

@@ -611,28 +611,20 @@ def main():
         result["power_error"] = power_error
 
     try:
-        for level in p["concurrency"]:
-            check_deadline("before level %d" % level)
+        # The greedy levels, then the sampled ones (as clients send them): one loop, two destinations.
+        plan = [(level, None, "levels", "level %d" % level) for level in p["concurrency"]]
+        plan += [(level, sampling, "sampled", "sampled level %d" % level) for level in p["sampled_concurrency"]]
+        for level, level_sampling, key, what in plan:
+            check_deadline("before " + what)
             power = new_power()
             fig, res = run_level(
                 ep, model, level, rounds=p["rounds"], max_tokens=p["max_tokens"],
                 prompt_words=p["prompt_words"], request_timeout=p["request_timeout"],
-                deadline=deadline, sampler=power, run_id=run_id,
+                deadline=deadline, sampler=power, run_id=run_id, sampling=level_sampling,
             )
-            result["levels"].append(power_for(fig, power, res))
+            result[key].append(power_for(fig, power, res))
             if time.perf_counter() >= deadline:
-                raise ProbeTimeout("during level %d" % level)
-        for level in p["sampled_concurrency"]:
-            check_deadline("before sampled level %d" % level)
-            power = new_power()
-            fig, res = run_level(
-                ep, model, level, rounds=p["rounds"], max_tokens=p["max_tokens"],
-                prompt_words=p["prompt_words"], request_timeout=p["request_timeout"],
-                deadline=deadline, sampler=power, run_id=run_id, sampling=sampling,
-            )
-            result["sampled"].append(power_for(fig, power, res))
-            if time.perf_counter() >= deadline:
-                raise ProbeTimeout("during sampled level %d" % level)
+                raise ProbeTimeout("during " + what)
         if p["context_probe"]:
             check_deadline("before the context probe")
             result["context"] = context_probe(

@@ -14,3 +14,12 @@ FIXTURES = os.path.join(TESTS, "fixtures")          # captures of the real thing
 DOUBLES = os.path.join(TESTS, "doubles")            # test doubles
 SMI_MOCK = os.path.join(DOUBLES, "nvidia_smi_mock.py")      # the mocked nvidia-smi
 VLLM_DOUBLE_SRC = os.path.join(DOUBLES, "vllm_double", "src")  # the vLLM API test double's package
+
+
+def load_cases(name, key=None, directory=DATA):
+    """The YAML cases of a data-driven test: tests/unit/data/<name> (or its `key` part)."""
+    import yaml  # pylint: disable=import-outside-toplevel  (paths stays importable without PyYAML)
+
+    with open(os.path.join(directory, name), encoding="utf-8") as handle:
+        cases = yaml.safe_load(handle)
+    return cases[key] if key is not None else cases

@@ -15,14 +15,13 @@ import sys
 import pytest
 import yaml
 
-from ansible_collections.gpuhost.inference.tests.unit.paths import DATA, ROOT
+from ansible_collections.gpuhost.inference.tests.unit.paths import DATA, ROOT, load_cases
 
 SCRIPT = os.path.join(ROOT, "playbooks", "files", "sweep_report.py")
 TABLE = os.path.join(ROOT, "playbooks", "vars", "gpu_bandwidth.yml")
 REPORTS = os.path.join(DATA, "sweep_reports")
 
-with open(os.path.join(DATA, "sweep_report.yaml"), encoding="utf-8") as _handle:
-    CASES = yaml.safe_load(_handle)
+CASES = load_cases("sweep_report.yaml")
 with open(TABLE, encoding="utf-8") as _handle:
     BUILTIN = yaml.safe_load(_handle)["sweep_gpu_bandwidth_builtin"]
 

@@ -11,7 +11,6 @@ import ast
 import os
 
 import pytest
-import yaml
 
 from ansible_collections.gpuhost.inference.plugins.filter.gpuhost_checks import (
     UNIT_TYPES,
@@ -20,10 +19,9 @@ from ansible_collections.gpuhost.inference.plugins.filter.gpuhost_checks import 
 )
 
 from ansible_collections.gpuhost.inference.tests.unit.asserts import assert_errors_match
-from ansible_collections.gpuhost.inference.tests.unit.paths import DATA, ROOT
+from ansible_collections.gpuhost.inference.tests.unit.paths import ROOT, load_cases
 
-with open(os.path.join(DATA, "unit_value_errors.yaml"), encoding="utf-8") as fh:
-    CASES = yaml.safe_load(fh)["cases"]
+CASES = load_cases("unit_value_errors.yaml", "cases")
 
 
 def _matrix_cases():

@@ -7,19 +7,16 @@ from __future__ import annotations
 
 import copy
 import json
-import os
 
 import pytest
-import yaml
 
 from ansible_collections.gpuhost.inference.plugins.filter import nvidia_power as np
 
 from ansible_collections.gpuhost.inference.tests.unit.asserts import assert_errors_match
-from ansible_collections.gpuhost.inference.tests.unit.paths import DATA
+from ansible_collections.gpuhost.inference.tests.unit.paths import load_cases
 from ansible_collections.gpuhost.inference.tests.unit.plugins.filter.matrix import matrix_cases
 
-with open(os.path.join(DATA, "nvidia_power_cases.yaml"), encoding="utf-8") as _fh:
-    CASES = yaml.safe_load(_fh)
+CASES = load_cases("nvidia_power_cases.yaml")
 
 
 def _ids(items):

@@ -4,18 +4,15 @@ Data-driven: the cases are in tests/unit/data/sweep_cases.yaml.
 """
 from __future__ import annotations
 
-import os
 
 import pytest
-import yaml
 
 from ansible_collections.gpuhost.inference.plugins.filter import sweep
 
 from ansible_collections.gpuhost.inference.tests.unit.asserts import assert_errors_match
-from ansible_collections.gpuhost.inference.tests.unit.paths import DATA
+from ansible_collections.gpuhost.inference.tests.unit.paths import load_cases
 
-with open(os.path.join(DATA, "sweep_cases.yaml"), encoding="utf-8") as _fh:
-    CASES = yaml.safe_load(_fh)
+CASES = load_cases("sweep_cases.yaml")
 
 
 def _ids(items):

@@ -19,12 +19,11 @@ from ansible_collections.gpuhost.inference.plugins.filter.vllm_install import (
 )
 
 from ansible_collections.gpuhost.inference.tests.unit.asserts import assert_errors_match
-from ansible_collections.gpuhost.inference.tests.unit.paths import DATA, ROOT
+from ansible_collections.gpuhost.inference.tests.unit.paths import ROOT, load_cases
 
 ROLE = os.path.join(ROOT, "roles", "vllm_install")
 
-with open(os.path.join(DATA, "vllm_install_cpu_runtime_cases.yaml"), encoding="utf-8") as fh:
-    CASES = yaml.safe_load(fh)["cases"]
+CASES = load_cases("vllm_install_cpu_runtime_cases.yaml", "cases")
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c["id"] for c in CASES])

@@ -18,13 +18,12 @@ from ansible_collections.gpuhost.inference.plugins.filter.vllm_profile import (
 )
 
 from ansible_collections.gpuhost.inference.tests.unit.asserts import assert_errors_match
-from ansible_collections.gpuhost.inference.tests.unit.paths import DATA, ROOT, VLLM_DOUBLE_SRC
+from ansible_collections.gpuhost.inference.tests.unit.paths import ROOT, VLLM_DOUBLE_SRC, load_cases
 
 ROLE = os.path.join(ROOT, "roles", "vllm_service")
 FLAGS_FILE = os.path.join(ROLE, "files", "vllm-0.28.0-serve-flags.txt")
 
-with open(os.path.join(DATA, "vllm_profile_cases.yaml"), encoding="utf-8") as fh:
-    CASES = yaml.safe_load(fh)
+CASES = load_cases("vllm_profile_cases.yaml")
 with open(os.path.join(ROLE, "defaults", "main.yml"), encoding="utf-8") as fh:
     DEFAULTS = yaml.safe_load(fh)
 with open(os.path.join(ROLE, "meta", "argument_specs.yml"), encoding="utf-8") as fh:

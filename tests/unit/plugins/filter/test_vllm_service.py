@@ -5,19 +5,16 @@ messages to the bad-input matrix of molecule's faults scenario (molecule/faults/
 """
 from __future__ import annotations
 
-import os
 
 import pytest
-import yaml
 
 from ansible_collections.gpuhost.inference.plugins.filter.vllm_service import FilterModule, vllm_service_var_errors
 
 from ansible_collections.gpuhost.inference.tests.unit.asserts import assert_errors_match
-from ansible_collections.gpuhost.inference.tests.unit.paths import DATA
+from ansible_collections.gpuhost.inference.tests.unit.paths import load_cases
 from ansible_collections.gpuhost.inference.tests.unit.plugins.filter.matrix import matrix_cases
 
-with open(os.path.join(DATA, "vllm_service_var_errors.yaml"), encoding="utf-8") as _fh:
-    DATA_CASES = yaml.safe_load(_fh)
+DATA_CASES = load_cases("vllm_service_var_errors.yaml")
 BASE = DATA_CASES["base"]
 CASES = DATA_CASES["cases"]
 

@@ -8,7 +8,6 @@ from __future__ import annotations
 import os
 
 import pytest
-import yaml
 
 from ansible.errors import AnsibleFilterError
 from ansible_collections.gpuhost.inference.plugins.filter import vllm_startup
@@ -18,11 +17,10 @@ from ansible_collections.gpuhost.inference.plugins.filter.vllm_startup import (
     vllm_startup_report,
 )
 
-from ansible_collections.gpuhost.inference.tests.unit.paths import DATA, FIXTURES as ALL_FIXTURES
+from ansible_collections.gpuhost.inference.tests.unit.paths import FIXTURES as ALL_FIXTURES, load_cases
 
 FIXTURES = os.path.join(ALL_FIXTURES, "vllm-0.28.0")
-with open(os.path.join(DATA, "vllm_startup_lines.yaml"), encoding="utf-8") as fh:
-    CASES = yaml.safe_load(fh)["cases"]
+CASES = load_cases("vllm_startup_lines.yaml", "cases")
 for _case in CASES:
     _case["text"] = "\n".join(_case["lines"]) + "\n"
 

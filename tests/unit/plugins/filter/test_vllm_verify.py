@@ -9,15 +9,13 @@ import copy
 import os
 
 import pytest
-import yaml
 
 from ansible.errors import AnsibleFilterError
 from ansible_collections.gpuhost.inference.plugins.filter import vllm_verify as vf
 
-from ansible_collections.gpuhost.inference.tests.unit.paths import DATA, FIXTURES
+from ansible_collections.gpuhost.inference.tests.unit.paths import FIXTURES, load_cases
 
-with open(os.path.join(DATA, "vllm_verify_cases.yaml"), encoding="utf-8") as _fh:
-    CASES = yaml.safe_load(_fh)
+CASES = load_cases("vllm_verify_cases.yaml")
 
 
 def _ids(items):

@@ -4,17 +4,14 @@ Data-driven: the cases are in tests/unit/data/vllm_verify_profile_cases.yaml.
 """
 from __future__ import annotations
 
-import os
 
 import pytest
-import yaml
 
 from ansible_collections.gpuhost.inference.plugins.filter import vllm_verify_profile as vp
 
-from ansible_collections.gpuhost.inference.tests.unit.paths import DATA
+from ansible_collections.gpuhost.inference.tests.unit.paths import load_cases
 
-with open(os.path.join(DATA, "vllm_verify_profile_cases.yaml"), encoding="utf-8") as _fh:
-    CASES = yaml.safe_load(_fh)
+CASES = load_cases("vllm_verify_profile_cases.yaml")
 
 
 @pytest.mark.parametrize("case", CASES["served_name"], ids=[c["id"] for c in CASES["served_name"]])

@@ -15,7 +15,6 @@ import time
 from unittest import mock
 
 import pytest
-import yaml
 
 from ansible.module_utils import basic
 from ansible.module_utils.testing import patch_module_args
@@ -31,13 +30,12 @@ from ansible_collections.gpuhost.inference.plugins.module_utils.nvidia_smi impor
 )
 from ansible_collections.gpuhost.inference.plugins.modules import nvidia_gpu_info
 from ansible_collections.gpuhost.inference.tests.unit.module_harness import ExitJson, FailJson, exit_json, fail_json
-from ansible_collections.gpuhost.inference.tests.unit.paths import DATA as DATA_DIR, SMI_MOCK as MOCK
+from ansible_collections.gpuhost.inference.tests.unit.paths import DATA as DATA_DIR, SMI_MOCK as MOCK, load_cases
 from ansible_collections.gpuhost.inference.tests.unit.paths import FIXTURES as ALL_FIXTURES
 
 FIXTURES = os.path.join(ALL_FIXTURES, "nvidia-smi", "h200-580.159.04")
 
-with open(os.path.join(DATA_DIR, "nvidia_gpu_info.yaml"), encoding="utf-8") as _handle:
-    DATA = yaml.safe_load(_handle)
+DATA = load_cases("nvidia_gpu_info.yaml", directory=DATA_DIR)
 CASES = DATA["cases"]
 
 
@@ -389,8 +387,7 @@ def test_module_utils_needs_no_ansible():
 
 
 # ------------------------------------------------------------------ power: window, field, source
-with open(os.path.join(DATA_DIR, "power_window.yaml"), encoding="utf-8") as _handle:
-    WINDOW_CASES = yaml.safe_load(_handle)["cases"]
+WINDOW_CASES = load_cases("power_window.yaml", "cases", directory=DATA_DIR)
 
 
 @pytest.mark.parametrize("case", WINDOW_CASES, ids=[c["id"] for c in WINDOW_CASES])
