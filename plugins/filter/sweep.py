@@ -11,21 +11,10 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping
 
+from ansible_collections.gpuhost.inference.plugins.module_utils.gpuhost_values import as_int as _int
+
 _WHOLE = re.compile(r"^[0-9]+$")
 _DECIMAL = re.compile(r"^[0-9]+(\.[0-9]+)?$")
-
-
-def _int(value, default=0):
-    """As Jinja's ``int`` filter."""
-    try:
-        if isinstance(value, str):
-            return int(value, 10)
-        return int(value)
-    except (TypeError, ValueError):
-        try:
-            return int(float(value))
-        except (TypeError, ValueError):
-            return default
 
 
 def _float(value, default=0.0):

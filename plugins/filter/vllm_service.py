@@ -12,20 +12,9 @@ import json
 import re
 from collections.abc import Mapping
 
+from ansible_collections.gpuhost.inference.plugins.module_utils.gpuhost_values import as_int as _int
+
 _SPACE = re.compile(r"\s")
-
-
-def _int(value, default=0):
-    """As Jinja's ``int`` filter: '42.23' -> 42, anything else that is not a number -> default."""
-    try:
-        if isinstance(value, str):
-            return int(value, 10)
-        return int(value)
-    except (TypeError, ValueError):
-        try:
-            return int(float(value))
-        except (TypeError, ValueError):
-            return default
 
 
 def _length(value):

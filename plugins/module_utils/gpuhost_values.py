@@ -21,3 +21,16 @@ def type_name(value):
         if isinstance(value, kind):
             return name
     return type(value).__name__
+
+
+def as_int(value, default=0):
+    """As Jinja's ``int`` filter: '42.23' -> 42, anything else that is not a number -> default."""
+    try:
+        if isinstance(value, str):
+            return int(value, 10)
+        return int(value)
+    except (TypeError, ValueError):
+        try:
+            return int(float(value))
+        except (TypeError, ValueError):
+            return default

@@ -23,3 +23,8 @@ def load_cases(name, key=None, directory=DATA):
     with open(os.path.join(directory, name), encoding="utf-8") as handle:
         cases = yaml.safe_load(handle)
     return cases[key] if key is not None else cases
+
+
+def case_ids(cases):
+    """pytest ids of a list of YAML cases: their `id` keys."""
+    return [case["id"] for case in cases]

@@ -7,8 +7,6 @@ the matrix looks for.
 """
 from __future__ import annotations
 
-import ast
-import os
 
 import pytest
 
@@ -19,20 +17,10 @@ from ansible_collections.gpuhost.inference.plugins.filter.gpuhost_checks import 
 )
 
 from ansible_collections.gpuhost.inference.tests.unit.asserts import assert_errors_match
-from ansible_collections.gpuhost.inference.tests.unit.paths import ROOT, load_cases
+from ansible_collections.gpuhost.inference.tests.unit.paths import load_cases
+from ansible_collections.gpuhost.inference.tests.unit.plugins.filter.matrix import matrix_cases
 
 CASES = load_cases("unit_value_errors.yaml", "cases")
-
-
-def _matrix_cases():
-    """CASES of the bad-input matrix, read without importing it (it needs molecule's conftest)."""
-    path = os.path.join(ROOT, "molecule", "faults", "tests", "test_bad_inputs.py")
-    with open(path, encoding="utf-8") as fh:
-        tree = ast.parse(fh.read(), path)
-    for node in tree.body:
-        if isinstance(node, ast.Assign) and any(getattr(t, "id", None) == "CASES" for t in node.targets):
-            return {name: (bad, expected) for name, bad, expected in ast.literal_eval(node.value)}
-    raise AssertionError("no CASES in %s" % path)
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c["id"] for c in CASES])
@@ -115,7 +103,7 @@ MATRIX = {
 
 @pytest.mark.parametrize("name", sorted(MATRIX))
 def test_matrix_case_gets_the_message_it_looks_for(name):
-    cases = _matrix_cases()
+    cases = matrix_cases()
     assert name in cases, "the bad-input matrix has no case %s" % name
     bad, expected = cases[name]
     variable, kind, kwargs = MATRIX[name]
@@ -128,7 +116,7 @@ def test_matrix_case_gets_the_message_it_looks_for(name):
 def test_matrix_multi_line_description_gets_the_message_it_looks_for():
     from ansible_collections.gpuhost.inference.plugins.filter.vllm_profile import vllm_profile_errors
 
-    bad, expected = _matrix_cases()["description_line_separator"]
+    bad, expected = matrix_cases()["description_line_separator"]
     profiles = bad["vllm_service_extra_profiles"]
     errors = vllm_profile_errors(profiles, ["--max-num-seqs"], sorted(profiles)[0])
     assert len(errors) == 1, errors

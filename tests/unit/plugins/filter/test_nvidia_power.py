@@ -13,21 +13,17 @@ import pytest
 from ansible_collections.gpuhost.inference.plugins.filter import nvidia_power as np
 
 from ansible_collections.gpuhost.inference.tests.unit.asserts import assert_errors_match
-from ansible_collections.gpuhost.inference.tests.unit.paths import load_cases
+from ansible_collections.gpuhost.inference.tests.unit.paths import load_cases, case_ids
 from ansible_collections.gpuhost.inference.tests.unit.plugins.filter.matrix import matrix_cases
 
 CASES = load_cases("nvidia_power_cases.yaml")
-
-
-def _ids(items):
-    return [c["id"] for c in items]
 
 
 def _gpus(rows):
     return [dict(copy.deepcopy(CASES["gpu"]), **row) for row in rows]
 
 
-@pytest.mark.parametrize("case", CASES["plan"], ids=_ids(CASES["plan"]))
+@pytest.mark.parametrize("case", CASES["plan"], ids=case_ids(CASES["plan"]))
 def test_plan(case):
     out = np.nvidia_power_plan(_gpus(case["gpus"]), case["managed"], case["limit_w"], case["gpu_limits_w"])
     assert set(out) == {"errors", "plan", "managed", "present"}
@@ -44,17 +40,17 @@ def test_plan_rows_carry_the_gpu():
     assert out["plan"] == [{"index": 3, "uuid": "GPU-3", "name": "N", "limit_w": 250, "variable": "nvidia_power_limit_w"}]
 
 
-@pytest.mark.parametrize("case", CASES["groups"], ids=_ids(CASES["groups"]))
+@pytest.mark.parametrize("case", CASES["groups"], ids=case_ids(CASES["groups"]))
 def test_groups(case):
     assert [[g["limit_w"], g["gpus"]] for g in np.nvidia_power_groups(case["plan"])] == case["expect"]
 
 
-@pytest.mark.parametrize("case", CASES["drift"], ids=_ids(CASES["drift"]))
+@pytest.mark.parametrize("case", CASES["drift"], ids=case_ids(CASES["drift"]))
 def test_drift(case):
     assert np.nvidia_power_drift(case["plan"], _gpus(case["gpus"]), case["persistence_mode"]) == case["expect"]
 
 
-@pytest.mark.parametrize("case", CASES["result"], ids=_ids(CASES["result"]))
+@pytest.mark.parametrize("case", CASES["result"], ids=case_ids(CASES["result"]))
 def test_result(case):
     out = np.nvidia_power_result(case["plan"], _gpus(case["gpus_after"]), case["persistence_mode"], "gpu-power-limit.service",
                                  unit_state=case["unit_state"], start_error=case.get("start_error"),
@@ -68,7 +64,7 @@ def test_result(case):
         assert set(row) == {"index", "name", "uuid", "requested_w", "power_limit_w", "enforced_power_limit_w", "persistence_mode"}
 
 
-@pytest.mark.parametrize("case", CASES["restore"], ids=_ids(CASES["restore"]))
+@pytest.mark.parametrize("case", CASES["restore"], ids=case_ids(CASES["restore"]))
 def test_restore(case):
     rows = np.nvidia_power_restore_plan(_gpus(case["gpus"]), case["recorded"])
     assert [[r["index"], r["default_w"], r["recorded"]] for r in rows] == case["expect"]

@@ -4,22 +4,17 @@ Data-driven: the cases are in tests/unit/data/sweep_cases.yaml.
 """
 from __future__ import annotations
 
-
 import pytest
 
 from ansible_collections.gpuhost.inference.plugins.filter import sweep
 
 from ansible_collections.gpuhost.inference.tests.unit.asserts import assert_errors_match
-from ansible_collections.gpuhost.inference.tests.unit.paths import load_cases
+from ansible_collections.gpuhost.inference.tests.unit.paths import load_cases, case_ids
 
 CASES = load_cases("sweep_cases.yaml")
 
 
-def _ids(items):
-    return [c["id"] for c in items]
-
-
-@pytest.mark.parametrize("case", CASES["setting_errors"], ids=_ids(CASES["setting_errors"]))
+@pytest.mark.parametrize("case", CASES["setting_errors"], ids=case_ids(CASES["setting_errors"]))
 def test_setting_errors(case):
     settings = dict(CASES["base_settings"], **case["settings"])
     gpus = case["gpus"]
@@ -40,7 +35,7 @@ def test_original_limits_round_to_whole_watts():
     assert sweep.sweep_original_limits(None) == {}
 
 
-@pytest.mark.parametrize("case", CASES["weight"], ids=_ids(CASES["weight"]))
+@pytest.mark.parametrize("case", CASES["weight"], ids=case_ids(CASES["weight"]))
 def test_weight(case):
     out = sweep.sweep_weight(case["files"], case.get("links", []), weight_bytes=case.get("weight_bytes"),
                              model=case.get("model", "/m"))

@@ -13,16 +13,12 @@ import pytest
 from ansible.errors import AnsibleFilterError
 from ansible_collections.gpuhost.inference.plugins.filter import vllm_verify as vf
 
-from ansible_collections.gpuhost.inference.tests.unit.paths import FIXTURES, load_cases
+from ansible_collections.gpuhost.inference.tests.unit.paths import FIXTURES, load_cases, case_ids
 
 CASES = load_cases("vllm_verify_cases.yaml")
 
 
-def _ids(items):
-    return [c["id"] for c in items]
-
-
-@pytest.mark.parametrize("case", CASES["gates"], ids=_ids(CASES["gates"]))
+@pytest.mark.parametrize("case", CASES["gates"], ids=case_ids(CASES["gates"]))
 def test_gates(case):
     inputs = copy.deepcopy(CASES["base_inputs"])
     inputs.update(copy.deepcopy(case["inputs"]))
@@ -61,7 +57,7 @@ def test_gates_refuse_a_non_dict():
         vf.vllm_verify_gates(dict(CASES["base_inputs"], probe="x"))
 
 
-@pytest.mark.parametrize("case", CASES["power"]["cases"], ids=_ids(CASES["power"]["cases"]))
+@pytest.mark.parametrize("case", CASES["power"]["cases"], ids=case_ids(CASES["power"]["cases"]))
 def test_power(case):
     inputs = copy.deepcopy(CASES["power"]["base"])
     inputs.update(copy.deepcopy(case["inputs"]))
@@ -74,7 +70,7 @@ def test_power(case):
     assert power["cap_applied"] is (power["reason"] is None)
 
 
-@pytest.mark.parametrize("case", CASES["gpu_indices"], ids=_ids(CASES["gpu_indices"]))
+@pytest.mark.parametrize("case", CASES["gpu_indices"], ids=case_ids(CASES["gpu_indices"]))
 def test_gpu_indices(case):
     args = [case["settings"], case["env"]]
     if "present" in case:
@@ -82,7 +78,7 @@ def test_gpu_indices(case):
     assert vf.vllm_verify_gpu_indices(*args) == case["expect"]
 
 
-@pytest.mark.parametrize("case", CASES["platform"], ids=_ids(CASES["platform"]))
+@pytest.mark.parametrize("case", CASES["platform"], ids=case_ids(CASES["platform"]))
 def test_platform(case):
     assert vf.vllm_verify_platform(case["text"]) == case["expect"]
 
@@ -95,7 +91,7 @@ def test_platform_of_the_real_cpu_capture():
     assert vf.vllm_verify_platform(text) in (None, "cpu")
 
 
-@pytest.mark.parametrize("case", CASES["sampling_errors"], ids=_ids(CASES["sampling_errors"]))
+@pytest.mark.parametrize("case", CASES["sampling_errors"], ids=case_ids(CASES["sampling_errors"]))
 def test_sampling_errors(case):
     errors = vf.vllm_verify_sampling_errors(case["values"])
     if "expect" in case:
