@@ -7,12 +7,15 @@ from __future__ import annotations
 DOCUMENTATION = r"""
 ---
 module: nvidia_gpu_info
-short_description: Read the NVIDIA GPUs of a host and their power limits from nvidia-smi
+short_description: Read the NVIDIA GPUs of a host, their power limits and their links from nvidia-smi
 version_added: "1.0.0"
 description:
   - Runs C(nvidia-smi --query-gpu=... --format=csv,noheader,nounits) once and returns one entry per GPU
     with its index, UUID, name, PCI bus id, driver version, persistence mode, power management state,
     power draw, requested and enforced power limits, default/min/max power limits and total memory.
+  - On a host with two GPUs or more it also runs C(nvidia-smi topo -m) once and returns how each pair of GPUs is
+    linked (NVLink, or which PCIe path), see RV(topology). A failing C(topo -m) (an old driver, a virtual GPU) does
+    not fail the task; RV(topology.available) is then V(false) and RV(topology.reason) says why.
   - Read-only; changes nothing on the host and runs the same in check mode.
   - Says whether the program is the real nvidia-smi (an ELF executable) or a test double (any other
     file at the resolved path, such as the lab's Python mock), see RV(power_source).
@@ -35,6 +38,12 @@ options:
       - An index that is not present fails the task, naming it and listing the indexes that are.
     type: list
     elements: int
+  topology:
+    description:
+      - Read the links between the GPUs with C(nvidia-smi topo -m) (only where there are two GPUs or more).
+      - V(false) skips the command; RV(topology.available) is then V(false).
+    type: bool
+    default: true
 attributes:
   check_mode:
     support: full
@@ -46,10 +55,14 @@ notes:
   - Values that nvidia-smi reports as C([N/A]) or C([Not Supported]) are returned as V(null).
   - O(gpus) is applied after one query of all GPUs, so an unknown index gives the list of present ones
     instead of nvidia-smi's bare C(No devices were found).
+  - RV(topology) always covers every GPU of the host, whatever O(gpus) selects (C(topo -m) takes no C(-i)).
 seealso:
   - name: nvidia-smi documentation
     description: The NVIDIA System Management Interface.
     link: https://docs.nvidia.com/deploy/nvidia-smi/index.html
+  - name: NCCL_P2P_LEVEL
+    description: How NCCL names the same link kinds (the vllm_nccl_environment filter uses RV(topology)).
+    link: https://docs.nvidia.com/deeplearning/nccl/user-guide/docs/env.html#nccl-p2p-level
 """
 
 EXAMPLES = r"""
@@ -67,6 +80,10 @@ EXAMPLES = r"""
     nvidia_smi_path: /usr/bin/nvidia-smi
     gpus: [0, 1]
   register: __nvidia_power_gpu_info
+
+- name: Say how the GPUs are linked
+  ansible.builtin.debug:
+    msg: "{{ __nvidia_power_gpu_info.topology.summary }}"
 """
 
 RETURN = r"""
@@ -162,6 +179,75 @@ nvidia_smi_path:
   returned: success
   type: str
   sample: /usr/bin/nvidia-smi
+topology:
+  description:
+    - How the GPUs of the host are linked, from C(nvidia-smi topo -m) (NIC rows and columns left out).
+    - The link labels are nvidia-smi's, SYS for the C(SOC) of older drivers; nearest first
+      C(NV<n>) (a bonded set of n NVLinks, e.g. C(NV4)), C(PIX) (at most one PCIe bridge, the same switch),
+      C(PXB) (several PCIe bridges, not the host bridge), C(PHB) (through a PCIe host bridge, typically the CPU),
+      C(NODE) (between the PCIe host bridges of one NUMA node), C(SYS) (across the SMP interconnect between
+      NUMA nodes, e.g. QPI/UPI).
+  returned: success
+  type: dict
+  contains:
+    available:
+      description: V(true) when the links are known (always with one GPU, which links to nothing).
+      type: bool
+      sample: true
+    reason:
+      description:
+        - Why the links are not known (the failing command and its output), or that C(topo -m) was not run on
+          a one-GPU host or with O(topology=false); V(null) when C(topo -m) was read.
+      type: str
+      sample: null
+    summary:
+      description: One line, the link of a lone pair or the count of each link label, and whether there is no NVLink.
+      type: str
+      sample: "GPU0-GPU1: PHB, PCIe through a PCIe host bridge (typically the CPU); no NVLink"
+    nvlink:
+      description: V(true) when every pair of GPUs is linked by NVLink (V(false) with fewer than two GPUs).
+      type: bool
+      sample: false
+    gpus:
+      description: The GPU indexes of the matrix.
+      type: list
+      elements: int
+      sample: [0, 1]
+    links:
+      description: The matrix, GPU index -> peer GPU index -> link label (indexes as strings).
+      type: dict
+      sample: {"0": {"1": "PHB"}, "1": {"0": "PHB"}}
+    pairs:
+      description: Each pair of GPUs once.
+      type: list
+      elements: dict
+      contains:
+        gpus:
+          description: The two GPU indexes.
+          type: list
+          elements: int
+          sample: [0, 1]
+        link:
+          description: The label as printed (C(NV4), C(PHB) ...).
+          type: str
+          sample: PHB
+        kind:
+          description: C(NV#) for any NVLink label, else the label; V(null) for a label this module does not know.
+          type: str
+          sample: PHB
+        nvlink:
+          description: Whether the pair is linked by NVLink.
+          type: bool
+          sample: false
+        description:
+          description: What the label means (from nvidia-smi's legend).
+          type: str
+          sample: PCIe through a PCIe host bridge (typically the CPU)
+    affinity:
+      description: Per GPU index (a string) C(cpu_affinity), C(numa_affinity), C(gpu_numa_id) as printed (V(null) for N/A or
+        a column the driver does not print).
+      type: dict
+      sample: {"0": {"cpu_affinity": "0-63", "numa_affinity": "0", "gpu_numa_id": null}}
 power_source:
   description:
     - V(nvidia-smi) when the file at RV(nvidia_smi_path) is an ELF executable (the real tool), V(test double)
@@ -177,7 +263,9 @@ from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.gpuhost.inference.plugins.module_utils.nvidia_smi import (
     NvidiaSmi,
     NvidiaSmiError,
+    no_topology,
     power_source,
+    read_topology,
 )
 
 EXTRA_DIRS = ["/usr/bin", "/usr/local/bin"]
@@ -220,6 +308,7 @@ def main():
         argument_spec=dict(
             nvidia_smi_path=dict(type="str", default="nvidia-smi"),
             gpus=dict(type="list", elements="int"),
+            topology=dict(type="bool", default=True),
         ),
         supports_check_mode=True,
     )
@@ -231,6 +320,10 @@ def main():
         module.fail_json(msg=exc.msg, rc=exc.rc, stdout=exc.stdout, stderr=exc.stderr)
     if not gpus:
         module.fail_json(msg="nvidia-smi (%s) listed no GPUs" % path)
+    if module.params["topology"]:
+        topology = read_topology(smi, len(gpus))
+    else:
+        topology = no_topology("not read (topology=false)")
     gpus = select(module, gpus, module.params["gpus"])
     module.exit_json(
         changed=False,
@@ -239,6 +332,7 @@ def main():
         gpu_count=len(gpus),
         nvidia_smi_path=path,
         power_source=power_source(path),
+        topology=topology,
     )
 
 

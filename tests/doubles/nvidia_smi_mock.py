@@ -15,6 +15,8 @@ NVIDIA H200, driver 580.159.04):
   nvidia-smi -q [-d POWER] [-i IDS]               only the POWER section is simulated
   nvidia-smi [-i IDS] -pl WATTS | --power-limit=WATTS
   nvidia-smi [-i IDS] -pm 0|1|DISABLED|ENABLED | --persistence-mode=...
+  nvidia-smi topo -m | --matrix                   the GPU link matrix, in the tab-separated format of
+                                                  the public captures in tests/fixtures/nvidia-smi/topo/
 
 IDS is a comma list of indexes, UUIDs or PCI bus ids; an unknown one prints "No devices were
 found" and exits 6. Errors go to stdout, as nvidia-smi prints them.
@@ -25,6 +27,10 @@ Mock-only options (not in the real tool):
                            slow_seconds=N, unknown_fields=JSON list (--query-gpu fields answered as
                            an older driver answers a field it does not know, e.g.
                            '["power.draw.instant"]'; [] for none),
+                           link=LABEL (what `topo -m` shows between every two GPUs: PHB, the
+                           default of the RTX 3090 boxes (two consumer cards on the CPU's PCIe root
+                           complex, no NVLink bridge); NV4 for a pair with an NVLink bridge; PIX,
+                           PXB, NODE, SYS, NVn; or none: `topo -m` fails as on a driver without it),
                            or gpuN.FIELD=VALUE for a field of GPU N's state
                            (e.g. gpu0.enforced_cap_w=300, gpu1.memory_used_mib=20000;
                            VALUE is read as JSON when it parses, else as a string)
@@ -58,6 +64,7 @@ import fcntl
 import json
 import os
 import random
+import re
 import sys
 import tempfile
 import time
@@ -107,7 +114,19 @@ MESSAGES = {
     "usage": (
         "NVIDIA System Management Interface -- v{driver} (mocked: a test double)\n\n"
         "Supported here: -L, --version, --query-gpu=... --format=csv[,noheader][,nounits],\n"
-        "-i, -l, -lms, -q -d POWER, -pl, -pm, --mock-init, --mock-set, --mock-show, --mock-count\n"
+        "-i, -l, -lms, -q -d POWER, -pl, -pm, topo -m, --mock-init, --mock-set, --mock-show, --mock-count\n"
+    ),
+    # quoted: the legend `nvidia-smi topo -m` prints under the matrix, as in every capture of
+    # tests/fixtures/nvidia-smi/topo/ (driver 5xx)
+    "topo_legend": (
+        "Legend:\n\n"
+        "  X    = Self\n"
+        "  SYS  = Connection traversing PCIe as well as the SMP interconnect between NUMA nodes (e.g., QPI/UPI)\n"
+        "  NODE = Connection traversing PCIe as well as the interconnect between PCIe Host Bridges within a NUMA node\n"
+        "  PHB  = Connection traversing PCIe as well as a PCIe Host Bridge (typically the CPU)\n"
+        "  PXB  = Connection traversing multiple PCIe bridges (without traversing the PCIe Host Bridge)\n"
+        "  PIX  = Connection traversing at most a single PCIe bridge\n"
+        "  NV#  = Connection traversing a bonded set of # NVLinks\n"
     ),
     # mock-only (stderr)
     "mock_no_state": "nvidia-smi mock: no state at {path}; run 'nvidia-smi --mock-init PROFILE' first\n",
@@ -166,6 +185,9 @@ _H200 = {
     "ecc_errors": "0",
     "mig_mode": "Disabled",
     "compute_mode": "Default",
+    # `topo -m` columns (not captured on the H200 box: assumed)
+    "cpu_affinity": "0-15",
+    "numa_affinity": "0",
 }
 
 # RTX 3090 reference card. Power range from a public `nvidia-smi -q` dump of a 24 GB card
@@ -218,6 +240,9 @@ _RTX3090 = {
     "ecc_errors": "N/A",
     "mig_mode": None,
     "compute_mode": "Default",
+    # `topo -m` columns as in the public 2-card PHB capture (tests/fixtures/nvidia-smi/topo/rtx5090x2-phb.txt)
+    "cpu_affinity": "0-63",
+    "numa_affinity": "0",
 }
 
 _BOX = {"driver_version": "580.159.04", "nvml_version": "580.159", "cuda_version": "13.0"}
@@ -241,13 +266,16 @@ def profile_state(profile):
         return None
     for i, gpu in enumerate(gpus):
         gpu["index"] = i
-    state = {"version": 1, "profile": profile, "fault": "none", "slow_seconds": 3}
+    state = {"version": 1, "profile": profile, "fault": "none", "slow_seconds": 3, "link": DEFAULT_LINK}
     state.update(_BOX)
     state["gpus"] = gpus
     return state
 
 
 PROFILES = ("h200", "rtx3090x2", "rtx3090x1")
+# What `topo -m` shows between two GPUs unless --mock-set link=... says otherwise.
+DEFAULT_LINK = "PHB"
+LINKS = ("PIX", "PXB", "PHB", "NODE", "SYS")
 
 # ---------------------------------------------------------------- state file
 
@@ -485,6 +513,8 @@ OPTIONS = {
     "-lms": ("loop_ms", True), "--loop-ms": ("loop_ms", True),
     "-pl": ("power_limit", True), "--power-limit": ("power_limit", True),
     "-pm": ("persistence", True), "--persistence-mode": ("persistence", True),
+    "topo": ("topo", False),
+    "-m": ("matrix", False), "--matrix": ("matrix", False),
     "--mock-init": ("mock_init", True),
     "--mock-set": ("mock_set", True),
     "--mock-show": ("mock_show", False),
@@ -713,6 +743,23 @@ def cmd_summary(state, gpus, out):
     return RC_OK
 
 
+def cmd_topo(state, out):
+    """`topo -m`: header, one row a GPU (X on the diagonal, the state's link elsewhere), legend."""
+    link = state.get("link", DEFAULT_LINK)
+    if link == "none":
+        out.write(MESSAGES["invalid_args"])
+        return RC_INVALID
+    gpus = state["gpus"]
+    names = ["GPU%d" % g["index"] for g in gpus]
+    out.write("\t" + "\t".join(names + ["CPU Affinity", "NUMA Affinity", "GPU NUMA ID"]) + "\n")
+    for gpu in gpus:
+        cells = [" X " if peer["index"] == gpu["index"] else link for peer in gpus]
+        affinity = [gpu.get("cpu_affinity") or "N/A", gpu.get("numa_affinity") or "N/A"]
+        out.write("\t".join(["GPU%d" % gpu["index"]] + cells + affinity) + "\t\tN/A\n")
+    out.write("\n" + MESSAGES["topo_legend"])
+    return RC_OK
+
+
 def is_root():
     return os.geteuid() == 0
 
@@ -809,6 +856,12 @@ def cmd_mock_set(items):
                 except ValueError:
                     sys.stderr.write(MESSAGES["mock_bad_set"].format(item=item, why="a number of seconds"))
                     return RC_INVALID
+            elif key == "link":
+                if value not in LINKS + ("none",) and not re.match(r"^NV[1-9][0-9]?$", value):
+                    sys.stderr.write(MESSAGES["mock_bad_set"].format(
+                        item=item, why="link is one of %s, NV1-NV99 or none" % "|".join(LINKS)))
+                    return RC_INVALID
+                state["link"] = value
             elif key == "unknown_fields":
                 fields = _parse_set_value(value)
                 if not isinstance(fields, list) or not all(isinstance(f, str) for f in fields):
@@ -880,6 +933,14 @@ def main(argv=None):
         out.write(MESSAGES["no_devices"])
         return RC_NOT_FOUND
 
+    if opts.get("topo"):
+        if not opts.get("matrix") or set(opts) - {"mock_set", "topo", "matrix"}:
+            out.write(MESSAGES["invalid_args"])
+            return RC_INVALID
+        return cmd_topo(state, out)
+    if opts.get("matrix"):
+        out.write(MESSAGES["invalid_args"])
+        return RC_INVALID
     actions = [k for k in ("list", "query", "query_gpu", "query_apps", "power_limit", "persistence") if k in opts]
     looping = "loop_ms" in opts or "loop_s" in opts
     if len(actions) > 1 or (looping and actions != ["query_gpu"]):

@@ -236,6 +236,37 @@ def test_launcher_passes_the_selected_profile_config(host, stand_in_venv, profil
         assert "CUDA_VISIBLE_DEVICES" not in record["env"]
 
 
+# What nvidia-smi topo -m shows on each box (the mock's default link for the RTX 3090 boxes: PHB, two
+# consumer cards on the CPU's root complex, no NVLink): the TP 2 profiles of lab-tp2 get NCCL_P2P_DISABLE=1
+# (vllm_service_nccl_auto); single_gpu and every profile of the one-GPU lab-single get no NCCL variable.
+NCCL_REASON = "# NCCL_P2P_DISABLE (vllm_service_nccl_auto, from nvidia-smi topo -m): GPU0-GPU1 PHB (PCIe through a PCIe host bridge"
+
+
+def test_nccl_settings_follow_the_gpu_links(host):
+    two_gpus = host.check_output("hostname") == "lab-tp2"
+    for name in DEFAULT_PROFILES:
+        lines = host.file("%s/%s.env" % (PROFILE_DIR, name)).content_string.splitlines()
+        nccl = [n for n, line in enumerate(lines) if line.startswith("NCCL_")]
+        if two_gpus and name != "single_gpu":
+            assert [lines[n] for n in nccl] == ["NCCL_P2P_DISABLE=1"], (name, lines)
+            assert lines[nccl[0] - 1].startswith(NCCL_REASON), (name, lines)
+            assert "hangs or crawls on consumer cards" in lines[nccl[0] - 1]
+        else:
+            assert nccl == [], (name, lines)
+            assert not any("vllm_service_nccl_auto" in line for line in lines), (name, lines)
+
+
+def test_launcher_exports_the_nccl_setting(host, stand_in_venv):
+    record_file = stand_in_venv + "/argv.json"
+    result = run_launcher(host, {"VLLM_PROFILE": "default", "VLLM_VENV": stand_in_venv, "RECORD_ARGV_FILE": record_file})
+    assert result.rc == 0, (result.stdout, result.stderr)
+    env = json.loads(host.file(record_file).content_string)["env"]
+    if host.check_output("hostname") == "lab-tp2":
+        assert env.get("NCCL_P2P_DISABLE") == "1"
+    else:
+        assert "NCCL_P2P_DISABLE" not in env and "NCCL_P2P_LEVEL" not in env
+
+
 def test_running_server_has_no_key_on_its_command_line(host):
     pid = unit_properties(host, "MainPID")["MainPID"]
     if pid in ("", "0"):

@@ -408,6 +408,47 @@ def test_mock_set_checks(rtx2):
     assert json.loads(rtx2.run("--mock-show").stdout)["gpus"][1]["enforced_cap_w"] == 300
 
 
+# ------------------------------------------------------------------ topo -m
+
+TOPO = os.path.join(ALL_FIXTURES, "nvidia-smi", "topo")
+
+
+def test_topo_matrix_is_the_public_capture_byte_for_byte(rtx2):
+    # two consumer cards on the CPU's root complex (PHB): the RTX 3090 boxes' default
+    result = rtx2.run("topo", "-m")
+    assert result.returncode == 0
+    with open(os.path.join(TOPO, "rtx5090x2-phb.txt"), encoding="utf-8") as handle:
+        assert result.stdout == handle.read()
+    assert rtx2.run("topo", "--matrix").stdout == result.stdout
+
+
+@pytest.mark.parametrize("link", ["NV4", "PIX", "PXB", "NODE", "SYS", "NV12"])
+def test_topo_link_knob(rtx2, link):
+    assert rtx2.run("--mock-set", "link=" + link).returncode == 0
+    lines = rtx2.run("topo", "-m").stdout.splitlines()
+    assert lines[1] == "GPU0\t X \t%s\t0-63\t0\t\tN/A" % link
+    assert lines[2] == "GPU1\t%s\t X \t0-63\t0\t\tN/A" % link
+
+
+def test_topo_link_none_fails_as_a_driver_without_topo(rtx2):
+    assert rtx2.run("--mock-set", "link=none").returncode == 0
+    result = rtx2.run("topo", "-m")
+    assert (result.returncode, result.stdout) == (2, "Invalid combination of input arguments. Please run 'nvidia-smi -h' for help.\n")
+
+
+def test_topo_checks(rtx2, h200):
+    assert rtx2.run("--mock-set", "link=bogus").returncode == 2
+    assert rtx2.run("--mock-set", "link=NV0").returncode == 2
+    assert rtx2.read()["link"] == "PHB"
+    assert rtx2.run("topo").returncode == 2
+    assert rtx2.run("-m").returncode == 2
+    assert rtx2.run("topo", "-m", "-L").returncode == 2
+    one = h200.run("topo", "-m").stdout.splitlines()
+    assert one[:2] == ["\tGPU0\tCPU Affinity\tNUMA Affinity\tGPU NUMA ID", "GPU0\t X \t0-15\t0\t\tN/A"]
+    assert h200.run("--mock-set", "fault=fail").returncode == 0
+    assert h200.run("topo", "-m").returncode == 9
+
+
 def test_no_state_fails_like_no_driver():
     directory = tempfile.mkdtemp(prefix="smi-mock-")
     try:

@@ -44,6 +44,11 @@ def fixture(name):
         return handle.read()
 
 
+def topo_capture(name):
+    with open(os.path.join(ALL_FIXTURES, "nvidia-smi", "topo", name), encoding="utf-8") as handle:
+        return handle.read()
+
+
 def captured_section(command_start):
     """The captured output of exactly that command (its text after "### nvidia-smi ")."""
     for block in fixture("nvidia-smi-queries.txt").split("### nvidia-smi ")[1:]:
@@ -53,14 +58,18 @@ def captured_section(command_start):
     raise KeyError(command_start)
 
 
-def run_module(args, bin_path, answer):
+def run_module(args, bin_path, answer, topo=None):
+    """Run the module; ``answer`` answers --query-gpu, ``topo`` answers `topo -m` (None: must not be run)."""
     calls = []
 
     def run_command(self, argv, *_a, **_kw):  # pylint: disable=unused-argument
         calls.append(list(argv))
-        if answer is None:
-            raise AssertionError("run_command must not be called")
-        return answer["rc"], answer["out"], answer["err"]
+        this = topo if list(argv[1:]) == ["topo", "-m"] else answer
+        if this is None:
+            raise AssertionError("run_command must not be called with %r" % (argv,))
+        if isinstance(this, str):
+            this = {"rc": 0, "out": topo_capture(this), "err": ""}
+        return this["rc"], this["out"], this["err"]
 
     with patch_module_args(args), \
             mock.patch.multiple(basic.AnsibleModule, exit_json=exit_json, fail_json=fail_json,
@@ -75,7 +84,7 @@ def run_module(args, bin_path, answer):
 
 @pytest.mark.parametrize("case", CASES, ids=[c["id"] for c in CASES])
 def test_module_cases(case):
-    failed, result, calls = run_module(case["args"], case["bin_path"], case["run_command"])
+    failed, result, calls = run_module(case["args"], case["bin_path"], case["run_command"], case.get("topo"))
     expected = case["expected"]
     assert failed is bool(expected.get("failed", False)), result
     if failed:
@@ -89,9 +98,15 @@ def test_module_cases(case):
         assert result["changed"] is False
         for gpu in result["gpus"]:
             assert sorted(gpu) == sorted(k for _f, k in GPU_INFO_FIELDS)
+        topology = result["topology"]
+        for key, value in case.get("expected_topology", {}).items():
+            if key == "reason_has":
+                assert value in topology["reason"], topology["reason"]
+            else:
+                assert topology[key] == value, (key, topology)
     if "expected_argv" in case:
         fields = DATA["command_fields"]
-        assert calls == [[a.replace("FIELDS", fields) for a in case["expected_argv"]]]
+        assert calls == [[a.replace("FIELDS", fields) for a in argv] for argv in case["expected_argv"]]
 
 
 def test_module_field_list_is_the_one_in_the_data():
@@ -242,6 +257,37 @@ def test_gpu_info_standalone_against_the_mock(mock_box):
     want = dict(case["expected"]["gpus"][0])
     want.pop("power_draw_w")
     assert gpu == want
+
+
+@pytest.mark.parametrize("link,nvlink", [(None, False), ("NV4", True), ("SYS", False)])
+def test_module_topology_against_the_mock(mock_box, link, nvlink):
+    init, env = mock_box
+    init("rtx3090x2")
+    if link:
+        subprocess.run([MOCK, "--mock-set", "link=" + link], env=dict(os.environ, **env), check=True)
+
+    def run_command(self, argv, *_a, **_kw):  # pylint: disable=unused-argument
+        proc = subprocess.run(argv, capture_output=True, text=True, check=False)
+        return proc.returncode, proc.stdout, proc.stderr
+
+    with patch_module_args({"nvidia_smi_path": MOCK}), \
+            mock.patch.multiple(basic.AnsibleModule, exit_json=exit_json, fail_json=fail_json, run_command=run_command):
+        with pytest.raises(ExitJson) as info:
+            nvidia_gpu_info.main()
+    topology = info.value.args[0]["topology"]
+    assert topology["available"] is True and topology["gpus"] == [0, 1]
+    assert topology["pairs"][0]["link"] == (link or "PHB")
+    assert topology["nvlink"] is nvlink
+    assert topology["affinity"]["0"] == {"cpu_affinity": "0-63", "numa_affinity": "0", "gpu_numa_id": None}
+
+
+def test_module_topology_when_the_mock_has_no_topo(mock_box):
+    init, env = mock_box
+    init("rtx3090x2")
+    subprocess.run([MOCK, "--mock-set", "link=none"], env=dict(os.environ, **env), check=True)
+    facts = smi_utils.read_topology(NvidiaSmi(MOCK), 2)
+    assert facts["available"] is False
+    assert "Invalid combination of input arguments" in facts["reason"]
 
 
 def test_gpu_info_filter_and_set_power_limit_against_the_mock(mock_box):
