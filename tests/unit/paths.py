@@ -18,7 +18,8 @@ VLLM_DOUBLE_SRC = os.path.join(DOUBLES, "vllm_double", "src")  # the vLLM API te
 
 def load_cases(name, key=None, directory=DATA):
     """The YAML cases of a data-driven test: tests/unit/data/<name> (or its `key` part)."""
-    import yaml  # pylint: disable=import-outside-toplevel  (paths stays importable without PyYAML)
+    # Imported here so that paths stays importable without PyYAML.
+    import yaml  # pylint: disable=import-outside-toplevel
 
     with open(os.path.join(directory, name), encoding="utf-8") as handle:
         cases = yaml.safe_load(handle)
