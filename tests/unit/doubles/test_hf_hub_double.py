@@ -177,6 +177,10 @@ def test_the_command_line_writes_its_port_and_logs_requests(model, tmp_path):
         conn.request("GET", "/api/models/%s" % REPO)
         assert conn.getresponse().status == 200
         conn.close()
+        # the double records a request after it has sent the reply: wait for the line, not a fixed time
+        deadline = time.monotonic() + 10
+        while not (log.exists() and log.read_text().endswith("\n")) and time.monotonic() < deadline:
+            time.sleep(0.05)
     finally:
         proc.terminate()
         out, _err = proc.communicate(timeout=10)

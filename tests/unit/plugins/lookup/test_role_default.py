@@ -40,10 +40,14 @@ def _lookup(variables):
 def _adhoc(name, variables):
     """The lookup as a play sees it: a default that is a template may call this lookup again, which needs
     Ansible's plugin loader to find the collection (the directory this checkout is imported from)."""
-    env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=os.path.dirname(os.path.dirname(os.path.dirname(ROOT))),
+    env = {key: value for key, value in os.environ.items() if not key.startswith("ANSIBLE_")}
+    env.update(ANSIBLE_COLLECTIONS_PATH=os.path.dirname(os.path.dirname(os.path.dirname(ROOT))),
                ANSIBLE_NOCOLOR="1", ANSIBLE_STDOUT_CALLBACK="ansible.builtin.minimal")
+    # The CLI's own entry function rather than `python -m ansible adhoc`: under `ansible-test units`
+    # ansible-core is imported from ansible-test's tree, which has no entry-point metadata.
     proc = subprocess.run(  # from a directory without an ansible.cfg
-        [sys.executable, "-m", "ansible", "adhoc", "localhost", "-i", "localhost,", "-c", "local",
+        [sys.executable, "-c", "import sys; from ansible.cli.adhoc import main; main(['ansible'] + sys.argv[1:])",
+         "localhost", "-i", "localhost,", "-c", "local",
          "-m", "ansible.builtin.debug", "-a", f"msg={{{{ lookup('gpuhost.inference.role_default', '{name}') }}}}",
          "-e", json.dumps(variables)], capture_output=True, text=True, env=env, check=False, timeout=120, cwd=os.path.dirname(__file__))
     assert proc.returncode == 0, proc.stdout + proc.stderr
