@@ -189,13 +189,18 @@ def _describe(config):
     return ", ".join("%s=%s" % (k, config[k]) for k in config)
 
 
-def tune_profile(base, config):
-    """The profile for a candidate: the base profile's settings with the candidate's overrides
-    (the power limit is a cap, not a profile setting, and is left out)."""
+def tune_profile(base, config, description="Chosen by playbooks/tune.yml"):
+    """The profile for a candidate: the base profile ({description, settings, environment}) with the
+    candidate's settings over its ``settings`` (the power limit is a cap, not a profile setting, and is
+    left out; kv_cache_memory_bytes replaces gpu_memory_utilization)."""
     profile = copy.deepcopy(dict(base or {}))
-    profile.update({k: v for k, v in config.items() if k != "power_limit_w"})
+    settings = dict(profile.get("settings") or {})
+    settings.update({k: v for k, v in config.items() if k != "power_limit_w"})
     if "kv_cache_memory_bytes" in config:
-        profile.pop("gpu_memory_utilization", None)
+        settings.pop("gpu_memory_utilization", None)
+    profile["settings"] = settings
+    profile["description"] = "%s: %s" % (description, _describe(config) or "the base profile")
+    profile.setdefault("environment", {})
     return profile
 
 

@@ -85,10 +85,12 @@ def test_choice_no_feasible_names_closest_and_failed_constraint():
 
 
 def test_profile_overrides_and_drops_cap():
-    base = {"max_model_len": 512, "max_num_seqs": 16, "gpu_memory_utilization": 0.9}
+    base = {"description": "d", "settings": {"max_model_len": 512, "max_num_seqs": 16, "gpu_memory_utilization": 0.9},
+            "environment": {"X": "1"}}
     out = tune.tune_profile(base, {"max_num_seqs": 4, "power_limit_w": 200, "kv_cache_memory_bytes": 1000})
-    assert out == {"max_model_len": 512, "max_num_seqs": 4, "kv_cache_memory_bytes": 1000}
-    assert base["max_num_seqs"] == 16
+    assert out["settings"] == {"max_model_len": 512, "max_num_seqs": 4, "kv_cache_memory_bytes": 1000}
+    assert out["environment"] == {"X": "1"} and "max_num_seqs=4" in out["description"]
+    assert base["settings"]["max_num_seqs"] == 16
 
 
 def test_host_vars_merge_keeps_others_and_is_idempotent():
