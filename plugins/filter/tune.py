@@ -109,8 +109,8 @@ def _level(report, concurrency):
 def tune_trial(report, config, started=True, target_concurrency=1, constraints=None, objective="tps"):
     """A trial from vllm_verify's report: {config, started, metrics, checks, failed, feasible, objective}.
 
-    metrics: tps and tps_per_w at the target level, ttft_p95_s there (p95 when the probe gives it, else its
-    p99: the conservative side), full_context_concurrency, errors (all levels incl. sampled ones, plus the
+    metrics: tps and tps_per_w at the target level, ttft_p95_s there (the probe's p95; a report from before
+    vllm_probe gave p95 falls back to its p99: the conservative side), full_context_concurrency, errors (all levels incl. sampled ones, plus the
     report's errors_total). checks: {constraint: {limit, value, ok}} for each constraint set.
     """
     constraints = constraints or {}
@@ -125,7 +125,9 @@ def tune_trial(report, config, started=True, target_concurrency=1, constraints=N
         "tps": (level or {}).get("aggregate_tps"),
         "tps_per_w": (level or {}).get("tps_per_w"),
         "ttft_p95_s": ttft.get("p95", ttft.get("p99")),
-        "full_context_concurrency": report.get("full_context_concurrency"),
+        # vllm_verify's startup report: KV pool tokens / max_model_len.
+        "full_context_concurrency": (report.get("startup_report") or {}).get(
+            "full_context_concurrency", report.get("full_context_concurrency")),
         "errors": errors,
     }
     checks = {}
