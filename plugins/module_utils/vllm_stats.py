@@ -6,7 +6,7 @@
 Python standard library only, never imports AnsibleModule:
 
     figures = aggregate(results, wall_s)   # requests, ok, errors, aggregate_tps, ttft_s{p50,...}, ...
-    summarize([0.1, 0.2, 0.3])             # {mean, p50, p90, p99, min, max, n}
+    summarize([0.1, 0.2, 0.3])             # {mean, p50, p90, p95, p99, min, max, n}
 """
 from __future__ import annotations
 
@@ -26,21 +26,22 @@ def round_or_none(value, digits=6):
 
 
 def summarize(values, digits=6):
-    """mean/p50/p90/p99 (statistics.quantiles, method 'inclusive'), min, max and n of the numbers.
+    """mean/p50/p90/p95/p99 (statistics.quantiles, method 'inclusive'), min, max and n of the numbers.
 
     No values: every figure None (n 0). One value: every figure that value.
     """
     data = [float(v) for v in values if v is not None]
     if not data:
-        return {"mean": None, "p50": None, "p90": None, "p99": None, "min": None, "max": None, "n": 0}
+        return {"mean": None, "p50": None, "p90": None, "p95": None, "p99": None, "min": None, "max": None, "n": 0}
     if len(data) == 1:
         v = round(data[0], digits)
-        return {"mean": v, "p50": v, "p90": v, "p99": v, "min": v, "max": v, "n": 1}
+        return {"mean": v, "p50": v, "p90": v, "p95": v, "p99": v, "min": v, "max": v, "n": 1}
     cuts = statistics.quantiles(data, n=100, method="inclusive")
     return {
         "mean": round(statistics.fmean(data), digits),
         "p50": round(cuts[49], digits),
         "p90": round(cuts[89], digits),
+        "p95": round(cuts[94], digits),
         "p99": round(cuts[98], digits),
         "min": round(min(data), digits),
         "max": round(max(data), digits),

@@ -13,7 +13,7 @@ description:
   - Streams C(POST /v1/completions) at temperature 0 with C(ignore_eos) and
     C(stream_options.include_usage) to a running vLLM (or any OpenAI-compatible) server, one
     concurrency level after the other, and returns per level the time to first token, the per-request
-    decode speed, the aggregate tokens per second (all with mean/p50/p90/p99), and the errors by
+    decode speed, the aggregate tokens per second (all with mean/p50/p90/p95/p99), and the errors by
     HTTP status.
   - Then, for each level of O(sampled_concurrency), the same load sampled as clients sample
     (O(temperature) above 0, O(top_p), request number N sent with seed O(seed) + N so that a run is
@@ -311,7 +311,7 @@ levels:
       description: C(output_tokens) over C(wall_s).
       type: float
     ttft_s:
-      description: Time to the first chunk with text, seconds. Keys C(mean), C(p50), C(p90), C(p99), C(min), C(max), C(n).
+      description: Time to the first chunk with text, seconds. Keys C(mean), C(p50), C(p90), C(p95), C(p99), C(min), C(max), C(n).
       type: dict
     decode_tps:
       description:

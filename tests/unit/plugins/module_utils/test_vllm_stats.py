@@ -27,12 +27,12 @@ def test_burst_streams_are_counted_and_kept_out_of_the_decode_rate():
 
 
 @pytest.mark.parametrize("values,expected", [
-    ([], {"mean": None, "p50": None, "p90": None, "p99": None, "min": None, "max": None, "n": 0}),
-    ([None], {"mean": None, "p50": None, "p90": None, "p99": None, "min": None, "max": None, "n": 0}),
-    ([7.5], {"mean": 7.5, "p50": 7.5, "p90": 7.5, "p99": 7.5, "min": 7.5, "max": 7.5, "n": 1}),
-    ([1, 3], {"mean": 2.0, "p50": 2.0, "p90": 2.8, "p99": 2.98, "min": 1.0, "max": 3.0, "n": 2}),
-    (list(range(1, 11)), {"mean": 5.5, "p50": 5.5, "p90": 9.1, "p99": 9.91, "min": 1.0, "max": 10.0, "n": 10}),
-    ([10, 1, None, 4], {"mean": 5.0, "p50": 4.0, "p90": 8.8, "p99": 9.88, "min": 1.0, "max": 10.0, "n": 3}),
+    ([], {"mean": None, "p50": None, "p90": None, "p95": None, "p99": None, "min": None, "max": None, "n": 0}),
+    ([None], {"mean": None, "p50": None, "p90": None, "p95": None, "p99": None, "min": None, "max": None, "n": 0}),
+    ([7.5], {"mean": 7.5, "p50": 7.5, "p90": 7.5, "p95": 7.5, "p99": 7.5, "min": 7.5, "max": 7.5, "n": 1}),
+    ([1, 3], {"mean": 2.0, "p50": 2.0, "p90": 2.8, "p95": 2.9, "p99": 2.98, "min": 1.0, "max": 3.0, "n": 2}),
+    (list(range(1, 11)), {"mean": 5.5, "p50": 5.5, "p90": 9.1, "p95": 9.55, "p99": 9.91, "min": 1.0, "max": 10.0, "n": 10}),
+    ([10, 1, None, 4], {"mean": 5.0, "p50": 4.0, "p90": 8.8, "p95": 9.4, "p99": 9.88, "min": 1.0, "max": 10.0, "n": 3}),
 ])
 def test_summarize(values, expected):
     got = vllm_stats.summarize(values)
