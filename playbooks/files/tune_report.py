@@ -49,8 +49,9 @@ def markdown(manifest):
     base = manifest.get("baseline") or {}
     if chosen is not None and base.get("objective"):
         ratio = choice["chosen"]["objective"] / base["objective"]
-        lines += ["", "Tuned vs baseline (%s): %s / %s = %.2fx" % (manifest["objective"], _fmt(choice["chosen"]["objective"]),
-                                                                 _fmt(base["objective"]), ratio)]
+        text = "Tuned vs baseline (%s): %s / %s = %.2fx" % (
+            manifest["objective"], _fmt(choice["chosen"]["objective"]), _fmt(base["objective"]), ratio)
+        lines += ["", text]
     else:
         lines += ["", "Tuned vs baseline: no ratio (no choice or no baseline objective)"]
     return "\n".join(lines) + "\n"

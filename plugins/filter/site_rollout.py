@@ -71,7 +71,7 @@ def site_rollout_errors(settings):
     """Error strings for {serial, max_fail_percentage} (gpuhost_serial, gpuhost_max_fail_percentage; empty when all is well)."""
     serial, serial_error = _serial(settings.get("serial"))
     batched = serial not in (None, 0)
-    _, max_fail_error = _max_fail(settings.get("max_fail_percentage"), batched)
+    max_fail_error = _max_fail(settings.get("max_fail_percentage"), batched)[1]
     return [e for e in (serial_error, max_fail_error) if e]
 
 
