@@ -16,6 +16,8 @@ from collections.abc import Mapping
 OBJECTIVES = ("tps", "tps_per_w")
 DIMENSIONS = ("max_num_seqs", "max_num_batched_tokens", "gpu_memory_utilization", "kv_cache_memory_bytes", "power_limit_w")
 CONSTRAINTS = ("ttft_p95_s", "min_full_context_concurrency", "zero_errors")
+# Walked from the highest value down (tune_next).
+DESCENDING = ("power_limit_w",)
 
 
 def _number(value):
@@ -73,21 +75,29 @@ def _key(config):
     return tuple(sorted((k, v) for k, v in config.items()))
 
 
+def _walk(dim, values):
+    """The order a dimension is walked in: away from its safe end. Serving settings grow the load, so
+    they start small and go up; a power cap only ever makes things slower, so it starts at the highest
+    cap and goes down (a TTFT limit is violated at the low end of the caps, not the high one)."""
+    return sorted(values, reverse=dim in DESCENDING)
+
+
 def tune_next(space, trials, objective="tps"):
     """The next configuration to try, or None when the walk is over.
 
-    Coordinate-wise: every dimension starts at its smallest value; each dimension in turn (the order of
-    ``space``) is walked upward with the others fixed at their best so far; the walk of a dimension stops
+    Coordinate-wise: every dimension starts at its safe end (the smallest value; the highest for the power
+    cap, see _walk); each dimension in turn (the order of ``space``) is walked away from it with the
+    others fixed at their best so far; the walk of a dimension stops
     at the first trial that is infeasible (a constraint violated or a failed start); the dimension is then
-    fixed at the value of its best feasible trial (objective), or its smallest value when none was feasible.
+    fixed at the value of its best feasible trial (objective), or its starting value when none was feasible.
     trials: [{config, feasible, objective}].
     """
     done = {_key(t["config"]): t for t in trials or []}
     dims = list(space)
-    current = {d: sorted(space[d])[0] for d in dims}
+    current = {d: _walk(d, space[d])[0] for d in dims}
     for dim in dims:
         walked = []
-        for value in sorted(space[dim]):
+        for value in _walk(dim, space[dim]):
             config = dict(current, **{dim: value})
             trial = done.get(_key(config))
             if trial is None:

@@ -37,8 +37,8 @@ def test_walk_is_not_a_full_grid():
     while (config := tune.tune_next(space, trials)) is not None:
         trials.append({"config": config, "feasible": feasible[config["max_num_seqs"]], "objective": 1})
     tried = [t["config"] for t in trials]
-    assert {"max_num_seqs": 8, "power_limit_w": 200} not in tried
-    assert len(tried) == 4  # 2@200, 4@200 (stop), 2@250, 2@300
+    assert {"max_num_seqs": 8, "power_limit_w": 300} not in tried
+    assert len(tried) == 4  # 2@300, 4@300 (stop), 2@250, 2@200
 
 
 def test_trial_reads_target_level():
