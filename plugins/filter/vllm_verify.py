@@ -215,9 +215,60 @@ def _gate_soak(i):
                  {"5xx": 0}, "%s s at concurrency %s" % (i.get("soak_seconds"), top))
 
 
+def _prefix_caching(settings):
+    """Whether the profile serves with prefix caching (vLLM's default: on)."""
+    settings = settings if isinstance(settings, dict) else {}
+    if settings.get("no-enable-prefix-caching") is True or settings.get("no_enable_prefix_caching") is True:
+        return False
+    value = settings.get("enable_prefix_caching", settings.get("enable-prefix-caching", True))
+    return value is not False and str(value).lower() not in ("false", "0", "no")
+
+
+def _gate_agent(i):
+    """The agent level: zero failed turns, every forced tool call valid, the prefix-cache hit rate."""
+    if not i.get("agent_enabled"):
+        return None
+    agent = i.get("agent")
+    agent = agent if isinstance(agent, dict) else {}
+    if agent.get("failed") or not agent.get("requests"):
+        return _gate("agent", False, None, {"failed": 0},
+                     "the agent level did not run: %s" % (agent.get("msg") or "no turn sent"))
+    failed = _int(agent.get("errors_total"))
+    forced = [f for f in agent.get("forced_tool_calls") or [] if isinstance(f, dict)]
+    forced_ok = sum(1 for f in forced if f.get("ok") is True)
+    rate = _num((agent.get("prefix_cache") or {}).get("hit_rate"))
+    min_rate = _num(i.get("min_prefix_cache_hit_rate")) or 0.0
+    caching = _prefix_caching(i.get("settings"))
+    value = {"requests": _int(agent.get("requests")), "failed": failed, "forced_ok": forced_ok,
+             "forced": len(forced), "prefix_cache_hit_rate": rate}
+    threshold = {"failed": 0, "forced_ok": len(forced)}
+    problems = []
+    if failed:
+        messages = agent.get("error_messages") or []
+        problems.append("%d of %d turns failed%s" % (failed, _int(agent.get("requests")),
+                                                     (": " + messages[0]) if messages else ""))
+    bad = [f for f in forced if f.get("ok") is not True]
+    if bad:
+        problems.append("forced tool call of session %s (%s) not answered: %s" % (
+            bad[0].get("session"), bad[0].get("tool_choice"), bad[0].get("detail")))
+    if caching and min_rate > 0:
+        threshold["prefix_cache_hit_rate"] = min_rate
+        if rate is None:
+            problems.append("no prefix-cache hit rate (the /metrics counters were not read)")
+        elif rate < min_rate:
+            problems.append("prefix-cache hit rate %.2f below %.2f" % (rate, min_rate))
+    if problems:
+        detail = "; ".join(problems)
+    else:
+        detail = "%d sessions x %d turns, streaming chat with tools: %d forced tool calls answered, hit rate %s" % (
+            _int(agent.get("sessions")), _int(agent.get("turns")), forced_ok,
+            "n/a" if rate is None else "%.2f" % rate)
+    return _gate("agent", not problems, value, threshold, detail)
+
+
 GATES = (
     _gate_probe, _gate_full_context, _gate_single_stream, _gate_aggregate, _gate_errors, _gate_sampled,
-    _gate_context, _gate_stability, _gate_soak,
+    _gate_context, _gate_agent, _gate_stability, _gate_soak,
 )
 
 
@@ -229,7 +280,9 @@ def vllm_verify_gates(inputs):
     min_aggregate_tps, max_errors, sampled_concurrency, context_probe, soak_seconds,
     journal_lines (the journal of this start after the load), death_regex, nrestarts_before,
     invocation_id (from the readiness wait), unit_after (systemctl show after the load),
-    health_after (HTTP status of /health after the load; optional) and health_detail.
+    health_after (HTTP status of /health after the load; optional) and health_detail; agent_enabled,
+    agent (vllm_agent_probe's result), min_prefix_cache_hit_rate and settings (the profile's vLLM
+    settings: the hit-rate gate applies only with prefix caching on).
     """
     data = dict(_dict(inputs, "vllm_verify_gates", "its input"))
     data["probe"] = _dict(data.get("probe"), "vllm_verify_gates", "probe")
@@ -396,6 +449,73 @@ def vllm_verify_sampling_errors(values):
     return errors
 
 
+def _ms(summary):
+    summary = summary if isinstance(summary, dict) else {}
+    out = {k: (None if _num(summary.get(k)) is None else round(_num(summary.get(k)) * 1000.0, 1))
+           for k in ("p50", "p95", "max")}
+    out["n"] = _int(summary.get("n"))
+    return out
+
+
+def vllm_verify_agent_report(agent, enabled=True):
+    """The report's agent section from vllm_agent_probe's result: requests, errors with the server's
+    text, TTFT p50/p95 of first and later turns (ms), forced tool calls, the prefix-cache hit rate,
+    prompt tokens of the last turn. ``enabled`` false: {enabled: false}."""
+    if not enabled:
+        return {"enabled": False}
+    agent = agent if isinstance(agent, dict) else {}
+    if agent.get("skipped") and not agent.get("requests"):
+        return {"enabled": True, "ran": False, "msg": "skipped"}
+    forced = [f for f in agent.get("forced_tool_calls") or [] if isinstance(f, dict)]
+    return {
+        "enabled": True,
+        "ran": bool(agent.get("requests")),
+        "msg": agent.get("msg"),
+        "sessions": agent.get("sessions"),
+        "turns": agent.get("turns"),
+        "requests": _int(agent.get("requests")),
+        "errors_total": _int(agent.get("errors_total")),
+        "errors": agent.get("errors") or {},
+        "error_messages": list(agent.get("error_messages") or []),
+        "ttft_first_ms": _ms(agent.get("ttft_first_s")),
+        "ttft_later_ms": _ms(agent.get("ttft_later_s")),
+        "forced": len(forced),
+        "forced_ok": sum(1 for f in forced if f.get("ok") is True),
+        "forced_tool_calls": forced,
+        "prefix_cache_hit_rate": (agent.get("prefix_cache") or {}).get("hit_rate"),
+        "prompt_tokens_last_turn": agent.get("prompt_tokens_last_turn"),
+        "output_tokens": agent.get("output_tokens"),
+        "reasoning_chars": agent.get("reasoning_chars"),
+        "max_tokens": agent.get("max_tokens"),
+        "system_tokens": (agent.get("plan") or {}).get("system_tokens"),
+        "wall_s": agent.get("wall_s"),
+        "openai_version": agent.get("openai_version"),
+    }
+
+
+def vllm_verify_agent_errors(values):
+    """Messages for bad agent-level variables (each names the variable and what it may be); [] when fine."""
+    values = _dict(values, "vllm_verify_agent_errors", "its input")
+    errors = []
+    for key, low in (("vllm_verify_agent_sessions", 1), ("vllm_verify_agent_turns", 1),
+                     ("vllm_verify_agent_max_tokens", 1), ("vllm_verify_agent_system_tokens", 1),
+                     ("vllm_verify_agent_tool_turn", 0)):
+        if key not in values:
+            continue
+        number = _num(values[key])
+        if number is None or number != int(number) or number < low:
+            errors.append("%s must be an integer >= %d, got %r" % (key, low, values[key]))
+    turns = _num(values.get("vllm_verify_agent_turns"))
+    tool_turn = _num(values.get("vllm_verify_agent_tool_turn"))
+    if turns is not None and tool_turn is not None and tool_turn > turns:
+        errors.append("vllm_verify_agent_tool_turn must be 0 (no forced tool call) or a turn 1-%d "
+                      "(vllm_verify_agent_turns), got %r" % (int(turns), values.get("vllm_verify_agent_tool_turn")))
+    rate = values.get("vllm_verify_min_prefix_cache_hit_rate")
+    if "vllm_verify_min_prefix_cache_hit_rate" in values and (_num(rate) is None or not 0 <= _num(rate) <= 1):
+        errors.append("vllm_verify_min_prefix_cache_hit_rate must be a number from 0 to 1, got %r" % (rate,))
+    return errors
+
+
 class FilterModule:
     """vllm_verify's gates, power section, profile GPUs, platform and input checks."""
 
@@ -406,4 +526,6 @@ class FilterModule:
             "vllm_verify_platform": vllm_verify_platform,
             "vllm_verify_gpu_indices": vllm_verify_gpu_indices,
             "vllm_verify_sampling_errors": vllm_verify_sampling_errors,
+            "vllm_verify_agent_errors": vllm_verify_agent_errors,
+            "vllm_verify_agent_report": vllm_verify_agent_report,
         }

@@ -46,6 +46,8 @@ def test_gates_keep_their_order_and_can_be_extended(monkeypatch):
                                                           min_aggregate_tps=1, soak_seconds=5))]
     assert names == ["min_full_context_concurrency", "min_single_stream_tps", "min_aggregate_tps", "max_errors",
                      "sampled", "context", "stability", "soak"]
+    names = [g["name"] for g in vf.vllm_verify_gates(dict(CASES["base_inputs"], agent_enabled=True))]
+    assert names == ["min_full_context_concurrency", "max_errors", "sampled", "context", "agent", "stability"]
     monkeypatch.setattr(vf, "GATES", vf.GATES + (lambda i: vf._gate("health", i.get("healthy") is True,  # pylint: disable=protected-access
                                                                     i.get("healthy"), True, "after the probe"),))
     gates = vf.vllm_verify_gates(dict(CASES["base_inputs"], healthy=False))
@@ -102,7 +104,33 @@ def test_sampling_errors(case):
         assert len(errors) == case["count"], errors
 
 
+@pytest.mark.parametrize("case", CASES["agent_errors"], ids=case_ids(CASES["agent_errors"]))
+def test_agent_errors(case):
+    errors = vf.vllm_verify_agent_errors(case["values"])
+    if "expect" in case:
+        assert errors == case["expect"]
+    for fragment in case.get("contains", []):
+        assert any(fragment in e for e in errors), (fragment, errors)
+
+
+def test_agent_report_of_a_level():
+    agent = {"sessions": 4, "turns": 4, "requests": 16, "errors_total": 0, "errors": {}, "error_messages": [],
+             "ttft_first_s": {"p50": 0.12, "p95": 0.2, "max": 0.21, "n": 4},
+             "ttft_later_s": {"p50": 0.08, "p95": 0.1, "max": 0.1, "n": 12},
+             "forced_tool_calls": [{"session": 0, "ok": True}, {"session": 1, "ok": False}],
+             "prefix_cache": {"hit_rate": 0.75}, "prompt_tokens_last_turn": 1500, "plan": {"system_tokens": 600}}
+    report = vf.vllm_verify_agent_report(agent, True)
+    assert report["ran"] is True
+    assert report["ttft_first_ms"] == {"p50": 120.0, "p95": 200.0, "max": 210.0, "n": 4}
+    assert report["ttft_later_ms"]["p95"] == 100.0
+    assert (report["forced"], report["forced_ok"]) == (2, 1)
+    assert report["prefix_cache_hit_rate"] == 0.75
+    assert report["system_tokens"] == 600
+    assert vf.vllm_verify_agent_report(agent, False) == {"enabled": False}
+    assert vf.vllm_verify_agent_report({"failed": True, "msg": "no SDK"}, True)["ran"] is False
+
+
 def test_filters_are_registered():
     assert set(vf.FilterModule().filters()) == {
         "vllm_verify_gates", "vllm_verify_power", "vllm_verify_platform", "vllm_verify_gpu_indices",
-        "vllm_verify_sampling_errors"}
+        "vllm_verify_sampling_errors", "vllm_verify_agent_errors", "vllm_verify_agent_report"}

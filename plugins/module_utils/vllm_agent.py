@@ -1,0 +1,365 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, gpuhost.inference contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Coding-agent sessions against an OpenAI-compatible server, sent with the OpenAI Python SDK.
+
+One job: what a coding agent sends. N sessions at once, each M turns of streaming
+``/v1/chat/completions`` with ``tools`` offered (``tool_choice`` left at its default, ``auto``),
+``stream_options.include_usage``, each turn resending the session's whole history (a system
+prompt, the tool definitions, the turns so far); one turn per session forces a tool call
+(``tool_choice: required`` or a named function) and the next turn sends the tool's result back,
+as agents do. The SDK is imported from the interpreter that runs this code (the vLLM venv's
+python: vLLM depends on ``openai``), so the requests are the SDK's, not a hand-written client's.
+"""
+from __future__ import annotations
+
+import json
+import re
+import threading
+import time
+
+from ansible_collections.gpuhost.inference.plugins.module_utils.vllm_stats import summarize
+
+# What a coding agent offers: the usual file and shell tools, with JSON-schema parameters.
+TOOLS = [
+    {"type": "function", "function": {
+        "name": "read_file",
+        "description": "Read a file of the repository and return its text.",
+        "parameters": {"type": "object", "properties": {
+            "path": {"type": "string", "description": "Path relative to the repository root."},
+            "start_line": {"type": "integer", "description": "First line to return (1-based)."},
+            "end_line": {"type": "integer", "description": "Last line to return."}},
+            "required": ["path"]}}},
+    {"type": "function", "function": {
+        "name": "write_file",
+        "description": "Replace the whole text of a file.",
+        "parameters": {"type": "object", "properties": {
+            "path": {"type": "string"}, "content": {"type": "string"}},
+            "required": ["path", "content"]}}},
+    {"type": "function", "function": {
+        "name": "run_command",
+        "description": "Run a shell command in the repository and return its output and exit status.",
+        "parameters": {"type": "object", "properties": {
+            "command": {"type": "string"}, "timeout_s": {"type": "integer"}},
+            "required": ["command"]}}},
+    {"type": "function", "function": {
+        "name": "search_code",
+        "description": "Search the repository for a regular expression; return matching lines.",
+        "parameters": {"type": "object", "properties": {
+            "pattern": {"type": "string"}, "glob": {"type": "string"}},
+            "required": ["pattern"]}}},
+]
+TOOL_NAMES = [t["function"]["name"] for t in TOOLS]
+
+_RULES = (
+    "You are a coding agent working in a git repository on the user's machine. Read the code before "
+    "you change it, keep changes small, run the tests after each change and report what you ran. "
+    "Use the tools to read files, search the code, write files and run commands; never invent a "
+    "file's content. When a command fails, read its output and fix the cause, not the symptom. "
+    "Prefer the project's own conventions: its formatter, its test runner, its naming. "
+)
+_USER_TURNS = (
+    "Session {s}: the unit tests of the parser fail after the last refactor. Find out why.",
+    "Look at the function that splits the input into tokens and tell me what changed.",
+    "Write a fix and a test that fails without it.",
+    "Run the whole test suite and summarize the result.",
+    "Now update the changelog with one line about the fix.",
+    "Check that the linter is clean on the files you touched.",
+)
+_METRIC_LINE = re.compile(r"^(vllm:prefix_cache_(?:hits|queries)_total)(?:\{[^}]*\})?\s+([0-9.eE+-]+)\s*$", re.M)
+
+
+def system_prompt(sections):
+    """An agent's system prompt: the rules, then ``sections`` numbered repository notes."""
+    notes = "".join(
+        "\n## Note %d\nThe module mod_%d handles step %d of the pipeline; its tests live in tests/test_mod_%d.py "
+        "and it must stay free of network access. " % (n, n, n, n) for n in range(1, sections + 1)
+    )
+    return _RULES + notes
+
+
+def prefix_cache_counters(metrics_text):
+    """{'hits': float, 'queries': float} summed over label sets from /metrics text; None when absent."""
+    found = {}
+    for name, value in _METRIC_LINE.findall(metrics_text or ""):
+        key = "hits" if name.endswith("hits_total") else "queries"
+        found[key] = found.get(key, 0.0) + float(value)
+    if "hits" not in found or "queries" not in found:
+        return None
+    return found
+
+
+def hit_rate(before, after):
+    """The prefix-cache hit rate over a window (the counters' deltas), None when unknown or no query."""
+    if not before or not after:
+        return None
+    queries = after["queries"] - before["queries"]
+    if queries <= 0:
+        return None
+    return round((after["hits"] - before["hits"]) / queries, 4)
+
+
+def plan_session(max_model_len, turns, max_tokens, system_tokens, measure):
+    """Size a session to fit the context: {sections, max_tokens, system_tokens, budget}.
+
+    ``measure(sections)`` -> prompt tokens of the system prompt with that many notes plus the tool
+    definitions (the server's /tokenize), or None when it cannot say (then 1 token per 4 characters).
+    Every turn may add a user message (~40 tokens), an assistant reply of ``max_tokens`` (counted
+    1.5x: a sampled reply re-tokenizes longer) and, on the tool turn, a tool result (~120 tokens).
+    """
+    def per_turn(tokens):
+        return 40 + int(1.5 * tokens) + 16
+
+    tool_result = 120
+    target = min(int(system_tokens), max(64, int(max_model_len) // 3))
+
+    def size(sections):
+        got = measure(sections)
+        if got is None:
+            got = len(system_prompt(sections) + json.dumps(TOOLS)) // 4
+        return got
+
+    base = size(0)
+    one = max(1, size(1) - base)
+    sections = max(0, (target - base) // one)
+    system = size(sections)
+    tokens = int(max_tokens)
+    while tokens > 16 and system + turns * per_turn(tokens) + tool_result + tokens > max_model_len:
+        tokens = max(16, tokens // 2)
+    while sections > 0 and system + turns * per_turn(tokens) + tool_result + tokens > max_model_len:
+        sections = sections // 2
+        system = size(sections)
+    budget = system + turns * per_turn(tokens) + tool_result + tokens
+    return {"sections": sections, "max_tokens": tokens, "system_tokens": system, "budget_tokens": budget,
+            "fits": budget <= max_model_len}
+
+
+def _error_of(exc, openai):
+    """(kind, message) of an SDK exception: the HTTP status and the server's own text."""
+    if isinstance(exc, openai.APIStatusError):
+        body = exc.body
+        message = None
+        if isinstance(body, dict):
+            err = body.get("error", body)
+            message = err.get("message") if isinstance(err, dict) else str(err)
+        return str(exc.status_code), message or str(exc)
+    if isinstance(exc, openai.APITimeoutError):
+        return "timeout", str(exc)
+    if isinstance(exc, openai.APIConnectionError):
+        return "connection", str(exc)
+    return "stream_error", "%s: %s" % (type(exc).__name__, exc)
+
+
+def _forced_choice(session):
+    """Even sessions: tool_choice 'required'; odd ones: the named function read_file."""
+    if session % 2 == 0:
+        return "required"
+    return {"type": "function", "function": {"name": "read_file"}}
+
+
+def _turn(client, openai, model, messages, max_tokens, sampling, tool_choice, timeout):
+    """One streamed turn -> a record (ttft_s, e2e_s, usage, text, tool_calls, error)."""
+    rec = {"ttft_s": None, "e2e_s": None, "prompt_tokens": None, "completion_tokens": None,
+           "text": "", "reasoning_chars": 0, "tool_calls": [], "error": None, "message": None}
+    kwargs = {"model": model, "messages": messages, "tools": TOOLS, "max_tokens": max_tokens, "stream": True,
+              "stream_options": {"include_usage": True}, "timeout": timeout}
+    kwargs.update(sampling)
+    if tool_choice is not None:
+        kwargs["tool_choice"] = tool_choice
+    calls = {}
+    t0 = time.perf_counter()
+    try:
+        stream = client.chat.completions.create(**kwargs)
+        for chunk in stream:
+            if chunk.usage is not None:
+                rec["prompt_tokens"] = chunk.usage.prompt_tokens
+                rec["completion_tokens"] = chunk.usage.completion_tokens
+            for choice in chunk.choices or []:
+                delta = choice.delta
+                if delta is None:
+                    continue
+                reasoning = getattr(delta, "reasoning_content", None) or getattr(delta, "reasoning", None)
+                if delta.content or reasoning or delta.tool_calls:
+                    if rec["ttft_s"] is None:
+                        rec["ttft_s"] = time.perf_counter() - t0
+                if delta.content:
+                    rec["text"] += delta.content
+                if reasoning:
+                    rec["reasoning_chars"] += len(reasoning)
+                for call in delta.tool_calls or []:
+                    slot = calls.setdefault(call.index or 0, {"id": None, "name": "", "arguments": ""})
+                    if call.id:
+                        slot["id"] = call.id
+                    if call.function is not None:
+                        if call.function.name:
+                            slot["name"] += call.function.name
+                        if call.function.arguments:
+                            slot["arguments"] += call.function.arguments
+        rec["e2e_s"] = time.perf_counter() - t0
+    except Exception as exc:  # pylint: disable=broad-except  # every failure is a counted, reported error
+        rec["error"], rec["message"] = _error_of(exc, openai)
+        rec["e2e_s"] = time.perf_counter() - t0
+    rec["tool_calls"] = [calls[k] for k in sorted(calls)]
+    if rec["error"] is None and rec["completion_tokens"] is None:
+        rec["error"], rec["message"] = "incomplete", "the stream ended without a usage chunk"
+    return rec
+
+
+def _judge_forced(rec, choice):
+    """A forced call is answered with tool_calls naming the function, arguments parsing as a JSON object."""
+    if rec["error"] is not None:
+        return False, "the request failed (%s): %s" % (rec["error"], rec["message"])
+    if not rec["tool_calls"]:
+        return False, "no tool_calls in the answer (content: %r)" % rec["text"][:120]
+    call = rec["tool_calls"][0]
+    wanted = choice["function"]["name"] if isinstance(choice, dict) else None
+    if wanted and call["name"] != wanted:
+        return False, "tool_choice named %s but the call names %r" % (wanted, call["name"])
+    if call["name"] not in TOOL_NAMES:
+        return False, "the call names %r, not an offered tool (%s)" % (call["name"], ", ".join(TOOL_NAMES))
+    try:
+        args = json.loads(call["arguments"] or "")
+    except ValueError as exc:
+        return False, "the arguments of %s are not JSON (%s): %r" % (call["name"], exc, call["arguments"][:120])
+    if not isinstance(args, dict):
+        return False, "the arguments of %s are not a JSON object: %r" % (call["name"], call["arguments"][:120])
+    return True, "%s(%s)" % (call["name"], ", ".join(sorted(args)))
+
+
+def _session(client, openai, idx, conf, system, out):
+    """One agent session: turns in order, the history resent each time; stops at the first error."""
+    messages = [{"role": "system", "content": system}]
+    turns = []
+    forced = None
+    next_user = 0
+    for turn in range(conf["turns"]):
+        if turn == 0 or messages[-1]["role"] != "tool":
+            text = _USER_TURNS[next_user % len(_USER_TURNS)].format(s=idx)
+            if turn == 0:
+                text = "[%s/%d] %s" % (conf["run_id"], idx, text)  # unique: sessions share only the system prompt
+            messages.append({"role": "user", "content": text})
+            next_user += 1
+        choice = _forced_choice(idx) if turn == conf["tool_turn"] else None
+        sampling = {"temperature": conf["temperature"], "top_p": conf["top_p"], "seed": conf["seed"] + idx * 100 + turn}
+        rec = _turn(client, openai, conf["model"], list(messages), conf["max_tokens"], sampling, choice,
+                    conf["request_timeout"])
+        rec.update({"session": idx, "turn": turn + 1,
+                    "tool_choice": ("auto" if choice is None else choice if isinstance(choice, str)
+                                    else "function:" + choice["function"]["name"])})
+        if choice is not None:
+            ok, detail = _judge_forced(rec, choice)
+            forced = {"session": idx, "turn": turn + 1, "tool_choice": rec["tool_choice"], "ok": ok, "detail": detail}
+        turns.append(rec)
+        if rec["error"] is not None:
+            break
+        # The history an agent keeps: its reply, and the result of every tool it called.
+        reply = {"role": "assistant", "content": rec["text"] or None}
+        if rec["tool_calls"]:
+            reply["tool_calls"] = [
+                {"id": c["id"] or "call_%d_%d_%d" % (idx, turn, n), "type": "function",
+                 "function": {"name": c["name"] or "read_file", "arguments": c["arguments"] or "{}"}}
+                for n, c in enumerate(rec["tool_calls"])
+            ]
+        messages.append(reply)
+        for call in reply.get("tool_calls", []):
+            messages.append({"role": "tool", "tool_call_id": call["id"],
+                             "content": "1  import re\n2  \n3  def split_tokens(text):\n4      return re.findall(r'\\w+|\\S', text)\n"})
+    if forced is None and conf["tool_turn"] < conf["turns"]:
+        forced = {"session": idx, "turn": conf["tool_turn"] + 1, "tool_choice": "", "ok": False,
+                  "detail": "the session ended before its forced tool-call turn"}
+    out[idx] = {"turns": turns, "forced": forced}
+
+
+def run_agent(openai, base_url, model, api_key=None, sessions=4, turns=4, max_tokens=128, system_tokens=1500,
+              max_model_len=None, temperature=0.7, top_p=0.95, seed=1234, tool_turn=2, request_timeout=300.0,
+              get_text=None, post_json=None, run_id=None):
+    """Run the sessions; return the agent level's figures (see the vllm_agent_probe module's RETURN).
+
+    ``openai``: the imported SDK module. ``get_text(path)`` -> (status, text) reads /metrics;
+    ``post_json(path, payload)`` -> (status, obj) asks /tokenize. Both may be None (no hit rate; a
+    character estimate of the prompt size).
+    """
+    run_id = run_id or "agent-%x" % int(time.time() * 1000)
+
+    def measure(sections):
+        if post_json is None:
+            return None
+        try:
+            status, obj = post_json("/tokenize", {"model": model, "tools": TOOLS, "add_generation_prompt": True,
+                                                  "messages": [{"role": "system", "content": system_prompt(sections)}]})
+        except Exception:  # pylint: disable=broad-except  # an estimate replaces the server's count
+            return None
+        if status == 200 and isinstance(obj, dict) and isinstance(obj.get("count"), int):
+            return obj["count"]
+        return None
+
+    limit = int(max_model_len) if max_model_len else 8192
+    plan = plan_session(limit, turns, max_tokens, system_tokens, measure)
+    system = system_prompt(plan["sections"])
+    conf = {"model": model, "turns": int(turns), "max_tokens": plan["max_tokens"], "temperature": temperature,
+            "top_p": top_p, "seed": int(seed), "tool_turn": int(tool_turn) - 1, "request_timeout": request_timeout,
+            "run_id": run_id}
+    client = openai.OpenAI(base_url=base_url.rstrip("/") + "/v1", api_key=api_key or "EMPTY", max_retries=0)
+
+    def counters():
+        if get_text is None:
+            return None
+        try:
+            status, text = get_text("/metrics")
+        except Exception:  # pylint: disable=broad-except  # no hit rate, said in the result
+            return None
+        return prefix_cache_counters(text) if status == 200 else None
+
+    before = counters()
+    out = {}
+    t0 = time.perf_counter()
+    threads = [threading.Thread(target=_session, args=(client, openai, i, conf, system, out), daemon=True)
+               for i in range(int(sessions))]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    wall = time.perf_counter() - t0
+    after = counters()
+    return summarize_agent(out, plan, before, after, wall, conf)
+
+
+def summarize_agent(out, plan, before, after, wall_s, conf):
+    """The figures of the level from the sessions' records."""
+    records = [rec for idx in sorted(out) for rec in out[idx]["turns"]]
+    forced = [out[idx]["forced"] for idx in sorted(out) if out[idx]["forced"] is not None]
+    failed = [r for r in records if r["error"] is not None]
+    errors = {}
+    for r in failed:
+        errors[r["error"]] = errors.get(r["error"], 0) + 1
+    messages = []
+    for r in failed:
+        text = "HTTP %s: %s" % (r["error"], r["message"]) if r["error"].isdigit() else "%s: %s" % (r["error"], r["message"])
+        if text not in messages:
+            messages.append(text)
+    ok = [r for r in records if r["error"] is None]
+    first = [r["ttft_s"] for r in ok if r["turn"] == 1]
+    later = [r["ttft_s"] for r in ok if r["turn"] > 1]
+    last_prompt = max((r["prompt_tokens"] or 0 for r in ok), default=None)
+    return {
+        "sessions": len(out),
+        "turns": conf["turns"],
+        "requests": len(records),
+        "ok": len(ok),
+        "errors": dict(sorted(errors.items())),
+        "errors_total": len(failed),
+        "error_messages": messages[:5],
+        "ttft_first_s": summarize(first),
+        "ttft_later_s": summarize(later),
+        "output_tokens": sum(r["completion_tokens"] or 0 for r in ok),
+        "prompt_tokens_last_turn": last_prompt,
+        "reasoning_chars": sum(r["reasoning_chars"] for r in ok),
+        "forced_tool_calls": forced,
+        "forced_ok": sum(1 for f in forced if f["ok"]),
+        "prefix_cache": {"before": before, "after": after, "hit_rate": hit_rate(before, after)},
+        "plan": plan,
+        "max_tokens": conf["max_tokens"],
+        "temperature": conf["temperature"],
+        "top_p": conf["top_p"],
+        "wall_s": round(wall_s, 3),
+    }

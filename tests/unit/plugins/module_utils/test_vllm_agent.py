@@ -1,0 +1,111 @@
+"""Unit tests of the agent level's pure parts (plugins/module_utils/vllm_agent.py): sizing a session to
+the context, the prefix-cache counters of /metrics, the judgement of a forced tool call, the summary.
+
+The requests themselves are sent by the real OpenAI SDK against the real vLLM CPU build in molecule e2e.
+"""
+from __future__ import annotations
+
+import pytest
+
+from ansible_collections.gpuhost.inference.plugins.module_utils import vllm_agent as va
+
+METRICS = """# HELP vllm:prefix_cache_queries_total Prefix cache queries, in terms of number of queried tokens.
+# TYPE vllm:prefix_cache_queries_total counter
+vllm:prefix_cache_queries_total{engine="0",model_name="tiny-qwen3"} 4096.0
+# TYPE vllm:prefix_cache_hits_total counter
+vllm:prefix_cache_hits_total{engine="0",model_name="tiny-qwen3"} 1024.0
+vllm:prefix_cache_hits_total{engine="1",model_name="tiny-qwen3"} 1024.0
+vllm:num_requests_running{engine="0",model_name="tiny-qwen3"} 0.0
+"""
+
+
+def test_prefix_cache_counters_sum_the_engines():
+    assert va.prefix_cache_counters(METRICS) == {"hits": 2048.0, "queries": 4096.0}
+    assert va.prefix_cache_counters("vllm:num_requests_running 0\n") is None
+    assert va.prefix_cache_counters(None) is None
+
+
+@pytest.mark.parametrize("before, after, rate", [
+    ({"hits": 0, "queries": 0}, {"hits": 750, "queries": 1000}, 0.75),
+    ({"hits": 100, "queries": 200}, {"hits": 100, "queries": 200}, None),   # no query in the window
+    (None, {"hits": 1, "queries": 2}, None),
+])
+def test_hit_rate_is_the_window_delta(before, after, rate):
+    assert va.hit_rate(before, after) == rate
+
+
+def _measure(per_section, base):
+    return lambda sections: base + per_section * sections
+
+
+@pytest.mark.parametrize("max_model_len, turns, max_tokens, system_tokens, want_tokens", [
+    (131072, 4, 128, 1500, 128),   # a real box: the asked size
+    (2048, 4, 128, 1500, 128),     # the lab profile: the system prompt shrinks to a third of the context
+    (1024, 4, 128, 1500, 32),      # too small: the replies are halved until it fits
+])
+def test_plan_fits_the_context(max_model_len, turns, max_tokens, system_tokens, want_tokens):
+    plan = va.plan_session(max_model_len, turns, max_tokens, system_tokens, _measure(40, 300))
+    assert plan["fits"] is True
+    assert plan["budget_tokens"] <= max_model_len
+    assert plan["max_tokens"] == want_tokens
+    assert plan["system_tokens"] <= max(system_tokens, 300)
+    if max_model_len >= 100000:
+        assert plan["system_tokens"] > system_tokens - 40  # as close to the asked size as a section allows
+
+
+def test_plan_without_tokenize_estimates():
+    plan = va.plan_session(4096, 4, 128, 1500, lambda sections: None)
+    assert plan["fits"] is True and plan["sections"] > 0
+
+
+def test_system_prompt_grows_with_sections():
+    assert len(va.system_prompt(3)) > len(va.system_prompt(1)) > len(va.system_prompt(0)) > 100
+
+
+def _rec(**kw):
+    rec = {"error": None, "message": None, "text": "", "tool_calls": []}
+    rec.update(kw)
+    return rec
+
+
+NAMED = {"type": "function", "function": {"name": "read_file"}}
+
+
+@pytest.mark.parametrize("rec, choice, ok, detail", [
+    (_rec(tool_calls=[{"name": "read_file", "arguments": '{"path": "a.py"}'}]), "required", True, "read_file(path)"),
+    (_rec(tool_calls=[{"name": "read_file", "arguments": '{"path": "a.py"}'}]), NAMED, True, "read_file(path)"),
+    (_rec(tool_calls=[{"name": "run_command", "arguments": '{"command": "ls"}'}]), NAMED, False, "named read_file"),
+    (_rec(tool_calls=[{"name": "rm_rf", "arguments": "{}"}]), "required", False, "not an offered tool"),
+    (_rec(tool_calls=[{"name": "read_file", "arguments": '{"path": '}]), "required", False, "are not JSON"),
+    (_rec(tool_calls=[{"name": "read_file", "arguments": "[1]"}]), "required", False, "not a JSON object"),
+    (_rec(text="I will read it"), "required", False, "no tool_calls in the answer"),
+    (_rec(error="400", message='"auto" tool choice requires --enable-auto-tool-choice'), "required", False,
+     "the request failed (400)"),
+])
+def test_judge_forced(rec, choice, ok, detail):
+    got_ok, got_detail = va._judge_forced(rec, choice)  # pylint: disable=protected-access
+    assert got_ok is ok
+    assert detail in got_detail
+
+
+def _turn(session, turn, ttft, error=None, prompt=100):
+    return {"session": session, "turn": turn, "ttft_s": ttft, "error": error, "message": "boom" if error else None,
+            "prompt_tokens": prompt, "completion_tokens": 10, "reasoning_chars": 0}
+
+
+def test_summary_splits_first_and_later_turns_and_keeps_the_server_text():
+    out = {
+        0: {"turns": [_turn(0, 1, 0.2), _turn(0, 2, 0.1, prompt=300)],
+            "forced": {"session": 0, "ok": True, "detail": "read_file(path)"}},
+        1: {"turns": [_turn(1, 1, 0.4), _turn(1, 2, None, error="400")],
+            "forced": {"session": 1, "ok": False, "detail": "the request failed"}},
+    }
+    conf = {"turns": 2, "max_tokens": 64, "temperature": 0.7, "top_p": 0.95}
+    res = va.summarize_agent(out, {"system_tokens": 50}, {"hits": 0, "queries": 0}, {"hits": 30, "queries": 60}, 1.5, conf)
+    assert (res["requests"], res["ok"], res["errors_total"], res["errors"]) == (4, 3, 1, {"400": 1})
+    assert res["error_messages"] == ["HTTP 400: boom"]
+    assert res["ttft_first_s"]["n"] == 2 and res["ttft_first_s"]["p50"] == pytest.approx(0.3)
+    assert res["ttft_later_s"]["n"] == 1 and res["ttft_later_s"]["p50"] == pytest.approx(0.1)
+    assert res["prompt_tokens_last_turn"] == 300
+    assert res["forced_ok"] == 1
+    assert res["prefix_cache"]["hit_rate"] == 0.5
