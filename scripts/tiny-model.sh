@@ -4,7 +4,10 @@
 set -euo pipefail
 # shellcheck source=scripts/lab-env.sh
 . "$(dirname "$0")/lab-env.sh"
-if [ -f "$TINY_MODEL/model.safetensors" ] && [ -f "$TINY_MODEL/tokenizer.json" ]; then
+# The builder and its chat template, by content: a model built by another version is built again.
+stamp=$(cat "$REPO_ROOT/tests/model/make_tiny_model.py" "$REPO_ROOT/tests/model/tiny_chat_template.jinja" | sha256sum | cut -c1-16)
+if [ -f "$TINY_MODEL/model.safetensors" ] && [ -f "$TINY_MODEL/tokenizer.json" ] \
+   && [ "$(cat "$TINY_MODEL.builder" 2>/dev/null)" = "$stamp" ]; then
   step "tiny model cached at $TINY_MODEL"; exit 0
 fi
 [ -n "$(ls "$WHEELHOUSE_CPU"/torch-*.whl 2>/dev/null)" ] || { echo "CPU wheelhouse missing: make wheelhouse-cpu" >&2; exit 1; }
@@ -19,3 +22,5 @@ rm -rf "$TINY_MODEL.tmp"
 "$bv/bin/python" "$REPO_ROOT/tests/model/make_tiny_model.py" "$TINY_MODEL.tmp" --arch qwen3 --seed 0
 chmod -R a+rX "$TINY_MODEL.tmp"
 rm -rf "$TINY_MODEL"; mv "$TINY_MODEL.tmp" "$TINY_MODEL"
+# Beside the model, not in it (the model directory is also the hub double's repository in the unit tests).
+echo "$stamp" > "$TINY_MODEL.builder"

@@ -47,6 +47,8 @@ FORBIDDEN = {
                "set vllm_service_api_key or vllm_service_api_key_file (VLLM_API_KEY in a 0600 env file)",
     "config": "the profile file is itself the --config file",
 }
+# The settings naming a parser, and the list of the role's parsers file (files/vllm-0.28.0-parsers.yml) they are in.
+PARSER_LISTS = {"tool_call_parser": "tool_call_parsers", "reasoning_parser": "reasoning_parsers"}
 FORBIDDEN_ENV = {
     "VLLM_API_KEY": "the .env files are world-readable; set vllm_service_api_key or vllm_service_api_key_file",
 }
@@ -154,7 +156,22 @@ def _check_description(where, name, description):
     ]
 
 
-def _check_settings(where, settings, flag_names):
+def _check_parser_names(where, key, value, parsers):
+    """tool_call_parser / reasoning_parser: a name vLLM 0.28.0 registers (parsers: the parsed parsers file)."""
+    if value is None or parsers is None or key not in PARSER_LISTS:
+        return []
+    names = [str(n) for n in (parsers.get(PARSER_LISTS[key]) if isinstance(parsers, Mapping) else None) or []]
+    if isinstance(value, str) and value in names:
+        return []
+    close = difflib.get_close_matches(str(value), names, n=1, cutoff=0.6)
+    hint = " (did you mean '%s'?)" % close[0] if close else ""
+    return [
+        "%s: %s %r is not a %s parser vLLM 0.28.0 registers%s; registered: %s (null removes it)"
+        % (where, key, value, key.split("_parser")[0].replace("_", "-"), hint, ", ".join(names))
+    ]
+
+
+def _check_settings(where, settings, flag_names, parsers=None):
     errors = []
     if settings is None:
         return errors
@@ -179,6 +196,7 @@ def _check_settings(where, settings, flag_names):
             errors.append("%s: unknown key '%s': not a flag of vLLM 0.28.0%s" % (where, key, hint))
             continue
         errors.extend(_check_value(where, name, value))
+        errors.extend(_check_parser_names(where, name, value, parsers))
     return errors
 
 
@@ -236,20 +254,31 @@ def _gpu_errors(where, config, env, gpu_count):
     return errors
 
 
-def vllm_profile_errors(profiles, flags, active, common=None, environment=None, gpu_count=None):
+def _tool_choice_errors(where, config):
+    """vLLM 0.28.0 exits at start on enable_auto_tool_choice without a tool_call_parser."""
+    if config.get("enable_auto_tool_choice") is True and not config.get("tool_call_parser"):
+        return [
+            "%s: enable_auto_tool_choice is true but no tool_call_parser is set (vLLM 0.28.0 exits: "
+            "--enable-auto-tool-choice requires --tool-call-parser); to turn tool calling off set both to null" % where
+        ]
+    return []
+
+
+def vllm_profile_errors(profiles, flags, active, common=None, environment=None, gpu_count=None, parsers=None):
     """Return the list of error strings for the serving profiles (empty when all is well).
 
     profiles: {name: {description, settings, environment}}; flags: the flag list of vLLM 0.28.0
     ('--max-num-seqs' ...); active: the selected profile's name; common: the settings every
     profile starts from; environment: the environment every profile starts from; gpu_count: GPUs
-    on the host (None: not checked).
+    on the host (None: not checked); parsers: the parsed files/vllm-0.28.0-parsers.yml (its
+    tool_call_parsers and reasoning_parsers lists; None: parser names not checked).
     """
     flag_names = _flag_names(flags)
     errors = []
     if not flag_names:
         errors.append("the list of vLLM flags is empty: cannot check the profiles")
         return errors
-    errors.extend(_check_settings("common settings (vllm_service_settings)", common, flag_names))
+    errors.extend(_check_settings("common settings (vllm_service_settings)", common, flag_names, parsers))
     errors.extend(_check_environment("common environment (vllm_service_environment)", environment))
 
     if not isinstance(profiles, Mapping) or not profiles:
@@ -287,8 +316,12 @@ def vllm_profile_errors(profiles, flags, active, common=None, environment=None, 
             errors.append("%s: description must be a string, got %s" % (where, _type_name(description)))
         elif description:
             errors.extend(_check_description(where, name, description))
-        errors.extend(_check_settings(where, profile.get("settings"), flag_names))
+        settings = profile.get("settings")
+        errors.extend(_check_settings(where, settings, flag_names, parsers))
         errors.extend(_check_environment(where, profile.get("environment")))
+        if isinstance(settings, Mapping) or settings is None:
+            errors.extend(_tool_choice_errors(where, vllm_profile_config(
+                common if isinstance(common, Mapping) else None, {"settings": settings or {}})))
 
     active_profile = profiles.get(active) if isinstance(active, str) else None
     if gpu_count is not None and isinstance(active_profile, Mapping):

@@ -26,29 +26,32 @@ TOOLS = [
         "name": "read_file",
         "description": "Read a file of the repository and return its text.",
         "parameters": {"type": "object", "properties": {
-            "path": {"type": "string", "description": "Path relative to the repository root."},
-            "start_line": {"type": "integer", "description": "First line to return (1-based)."},
-            "end_line": {"type": "integer", "description": "Last line to return."}},
-            "required": ["path"]}}},
+            "path": {"type": "string", "maxLength": 64, "description": "Path relative to the repository root."},
+            "start_line": {"type": "integer", "minimum": 1, "maximum": 99999, "description": "First line (1-based)."},
+            "end_line": {"type": "integer", "minimum": 1, "maximum": 99999, "description": "Last line."}},
+            "required": ["path"], "additionalProperties": False}}},
     {"type": "function", "function": {
         "name": "write_file",
         "description": "Replace the whole text of a file.",
         "parameters": {"type": "object", "properties": {
-            "path": {"type": "string"}, "content": {"type": "string"}},
-            "required": ["path", "content"]}}},
+            "path": {"type": "string", "maxLength": 64}, "content": {"type": "string", "maxLength": 64}},
+            "required": ["path", "content"], "additionalProperties": False}}},
     {"type": "function", "function": {
         "name": "run_command",
         "description": "Run a shell command in the repository and return its output and exit status.",
         "parameters": {"type": "object", "properties": {
-            "command": {"type": "string"}, "timeout_s": {"type": "integer"}},
-            "required": ["command"]}}},
+            "command": {"type": "string", "maxLength": 64},
+            "timeout_s": {"type": "integer", "minimum": 1, "maximum": 3600}},
+            "required": ["command"], "additionalProperties": False}}},
     {"type": "function", "function": {
         "name": "search_code",
         "description": "Search the repository for a regular expression; return matching lines.",
         "parameters": {"type": "object", "properties": {
-            "pattern": {"type": "string"}, "glob": {"type": "string"}},
-            "required": ["pattern"]}}},
+            "pattern": {"type": "string", "maxLength": 64}, "glob": {"type": "string", "maxLength": 32}},
+            "required": ["pattern"], "additionalProperties": False}}},
 ]
+# The reply budget of the forced tool-call turn (a call's JSON must close within it).
+TOOL_TURN_MIN_TOKENS = 512
 TOOL_NAMES = [t["function"]["name"] for t in TOOLS]
 
 _RULES = (
@@ -124,14 +127,19 @@ def plan_session(max_model_len, turns, max_tokens, system_tokens, measure):
     sections = max(0, (target - base) // one)
     system = size(sections)
     tokens = int(max_tokens)
-    while tokens > 16 and system + turns * per_turn(tokens) + tool_result + tokens > max_model_len:
+
+    def need(tokens):
+        # The forced call's reply may be longer than a turn's; it is resent compact (its parsed arguments).
+        return system + turns * per_turn(tokens) + tool_result + max(tokens, TOOL_TURN_MIN_TOKENS)
+
+    while tokens > 16 and need(tokens) > max_model_len:
         tokens = max(16, tokens // 2)
-    while sections > 0 and system + turns * per_turn(tokens) + tool_result + tokens > max_model_len:
+    while sections > 0 and need(tokens) > max_model_len:
         sections = sections // 2
         system = size(sections)
-    budget = system + turns * per_turn(tokens) + tool_result + tokens
-    return {"sections": sections, "max_tokens": tokens, "system_tokens": system, "budget_tokens": budget,
-            "fits": budget <= max_model_len}
+    budget = need(tokens)
+    return {"sections": sections, "max_tokens": tokens, "tool_max_tokens": max(tokens, TOOL_TURN_MIN_TOKENS),
+            "system_tokens": system, "budget_tokens": budget, "fits": budget <= max_model_len}
 
 
 def _error_of(exc, openai):
@@ -205,6 +213,18 @@ def _turn(client, openai, model, messages, max_tokens, sampling, tool_choice, ti
     return rec
 
 
+_TOOL_RESULT = "1  import re\n2  \n3  def split_tokens(text):\n4      return re.findall(r'\\w+|\\S', text)\n"
+
+
+def _json_object(text):
+    """The arguments as a dict (agents keep them parsed and send them back re-serialized), else None."""
+    try:
+        value = json.loads(text or "")
+    except ValueError:
+        return None
+    return value if isinstance(value, dict) else None
+
+
 def _judge_forced(rec, choice):
     """A forced call is answered with tool_calls naming the function, arguments parsing as a JSON object."""
     if rec["error"] is not None:
@@ -241,7 +261,8 @@ def _session(client, openai, idx, conf, system, out):
             next_user += 1
         choice = _forced_choice(idx) if turn == conf["tool_turn"] else None
         sampling = {"temperature": conf["temperature"], "top_p": conf["top_p"], "seed": conf["seed"] + idx * 100 + turn}
-        rec = _turn(client, openai, conf["model"], list(messages), conf["max_tokens"], sampling, choice,
+        rec = _turn(client, openai, conf["model"], list(messages),
+                    conf["tool_max_tokens"] if choice is not None else conf["max_tokens"], sampling, choice,
                     conf["request_timeout"])
         rec.update({"session": idx, "turn": turn + 1,
                     "tool_choice": ("auto" if choice is None else choice if isinstance(choice, str)
@@ -252,18 +273,22 @@ def _session(client, openai, idx, conf, system, out):
         turns.append(rec)
         if rec["error"] is not None:
             break
-        # The history an agent keeps: its reply, and the result of every tool it called.
+        # The history an agent keeps: its reply, and the result of every tool it called (a call whose
+        # arguments do not parse is kept with {} and answered with an error, as agents answer it).
         reply = {"role": "assistant", "content": rec["text"] or None}
-        if rec["tool_calls"]:
-            reply["tool_calls"] = [
-                {"id": c["id"] or "call_%d_%d_%d" % (idx, turn, n), "type": "function",
-                 "function": {"name": c["name"] or "read_file", "arguments": c["arguments"] or "{}"}}
-                for n, c in enumerate(rec["tool_calls"])
-            ]
+        results = []
+        for n, c in enumerate(rec["tool_calls"]):
+            call_id = c["id"] or "call_%d_%d_%d" % (idx, turn, n)
+            args = _json_object(c["arguments"])
+            valid = args is not None
+            reply.setdefault("tool_calls", []).append(
+                {"id": call_id, "type": "function",
+                 "function": {"name": c["name"] or "read_file",
+                              "arguments": json.dumps(args, separators=(",", ":")) if valid else "{}"}})
+            results.append({"role": "tool", "tool_call_id": call_id,
+                            "content": _TOOL_RESULT if valid else "error: the arguments were not a JSON object"})
         messages.append(reply)
-        for call in reply.get("tool_calls", []):
-            messages.append({"role": "tool", "tool_call_id": call["id"],
-                             "content": "1  import re\n2  \n3  def split_tokens(text):\n4      return re.findall(r'\\w+|\\S', text)\n"})
+        messages.extend(results)
     if forced is None and conf["tool_turn"] < conf["turns"]:
         forced = {"session": idx, "turn": conf["tool_turn"] + 1, "tool_choice": "", "ok": False,
                   "detail": "the session ended before its forced tool-call turn"}
@@ -296,7 +321,8 @@ def run_agent(openai, base_url, model, api_key=None, sessions=4, turns=4, max_to
     limit = int(max_model_len) if max_model_len else 8192
     plan = plan_session(limit, turns, max_tokens, system_tokens, measure)
     system = system_prompt(plan["sections"])
-    conf = {"model": model, "turns": int(turns), "max_tokens": plan["max_tokens"], "temperature": temperature,
+    conf = {"model": model, "turns": int(turns), "max_tokens": plan["max_tokens"],
+            "tool_max_tokens": plan["tool_max_tokens"], "temperature": temperature,
             "top_p": top_p, "seed": int(seed), "tool_turn": int(tool_turn) - 1, "request_timeout": request_timeout,
             "run_id": run_id}
     client = openai.OpenAI(base_url=base_url.rstrip("/") + "/v1", api_key=api_key or "EMPTY", max_retries=0)

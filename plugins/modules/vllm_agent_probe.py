@@ -23,7 +23,7 @@ description:
     one when named) with arguments that parse as a JSON object. The next turn sends the tool's
     result back (a C(tool) message), as agents do.
   - The requests are sent with the OpenAI Python SDK of the interpreter that runs the module. Run it
-    with the vLLM venv's python (C(ansible_python_interpreter)): vLLM 0.28.0 depends on C(openai),
+    with the vLLM venv's python (C(ansible_python_interpreter)) - vLLM 0.28.0 depends on C(openai),
     so the SDK is on every box that runs vLLM.
   - Reads the prefix-cache counters (C(vllm:prefix_cache_hits_total), C(vllm:prefix_cache_queries_total))
     on C(/metrics) before and after and returns the hit rate over the level.

@@ -48,11 +48,10 @@ def build_tokenizer(vocab_size):
         pad_token="<|pad|>",
         model_max_length=4096,
     )
-    # Minimal ChatML template so /v1/chat/completions also works.
-    fast.chat_template = (
-        "{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}"
-        "<|im_end|>\n{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
-    )
+    # ChatML with tools, in the shape of the Qwen3-Coder templates (tiny_chat_template.jinja beside this file),
+    # so /v1/chat/completions gets what a coding agent sends: tool definitions, tool calls, tool results.
+    with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "tiny_chat_template.jinja"), encoding="utf-8") as fh:
+        fast.chat_template = fh.read()
     return fast
 
 
