@@ -298,6 +298,22 @@ def no_gpu_reason(power_source, platform):
     return None
 
 
+def agent_figures(report):
+    """The agent level of a run (vllm_verify's report section `agent`), None when it did not run."""
+    agent = report.get("agent") if isinstance(report, dict) else None
+    if not isinstance(agent, dict) or not agent.get("enabled") or not agent.get("ran"):
+        return None
+    return {
+        "requests": number(agent.get("requests")),
+        "errors": number(agent.get("errors_total")),
+        "ttft_later_p95_ms": number((agent.get("ttft_later_ms") or {}).get("p95")),
+        "ttft_first_p95_ms": number((agent.get("ttft_first_ms") or {}).get("p95")),
+        "hit_rate": number(agent.get("prefix_cache_hit_rate")),
+        "forced": "%s/%s" % (agent.get("forced_ok", 0), agent.get("forced", 0)),
+        "error": (agent.get("error_messages") or [None])[0],
+    }
+
+
 def run_row(run, report, meta):
     """One table row (a dict) from the manifest's run entry and its loaded report (or None)."""
     report = report or {}
@@ -354,6 +370,7 @@ def run_row(run, report, meta):
         "power_source": power_source,
         "platform": platform,
         "no_gpu_reason": no_gpu,
+        "agent": agent_figures(report),
     }
 
 
@@ -527,6 +544,22 @@ def render_markdown(meta, rows, notes, plots):
                 fmt(level["aggregate_tps"], 1), fmt(level["mean_w"], 1), fmt_small(level["j_per_token"]),
                 fmt(level["tps_per_w"], 3), fmt(level["errors"], 0), md_escape(row["power_source"])))
     out.append("")
+
+    if any(row.get("agent") for row in rows):
+        out.append("## Agent level (streaming chat with tools, growing history)")
+        out.append("")
+        out.append("| profile | cap W | requests | errors | TTFT p95 ms first turns | TTFT p95 ms later turns "
+                   "| forced tool calls parsed | prefix-cache hit rate | first error |")
+        out.append("|---|---:|---:|---:|---:|---:|---:|---:|---|")
+        for row in rows:
+            agent = row.get("agent")
+            if not agent:
+                continue
+            out.append("| {} | {} | {} | {} | {} | {} | {} | {} | {} |".format(
+                md_escape(row["profile"]), md_escape(cap_label(row)), fmt(agent["requests"], 0),
+                fmt(agent["errors"], 0), fmt(agent["ttft_first_p95_ms"], 0), fmt(agent["ttft_later_p95_ms"], 0),
+                agent["forced"], fmt(agent["hit_rate"], 2), md_escape(agent["error"] or "-")))
+        out.append("")
 
     out.append("## How to read it")
     out.append("")

@@ -36,14 +36,15 @@ def markdown(manifest):
              "- constraints: %s" % json.dumps(manifest["constraints"], sort_keys=True),
              "- original profile (baseline): %s" % manifest["original_profile"],
              "- result: %s" % choice.get("msg", "-"), "",
-             "| # | configuration | started | tok/s | tok/s/W | TTFT p95 s | full-context conc. | errors | "
+             "| # | configuration | started | tok/s | tok/s/W | TTFT p95 s | agent later-turn TTFT p95 s | full-context conc. | errors | "
              + " | ".join(constraints) + " | objective | chosen |",
-             "|" + "---|" * (10 + len(constraints))]
+             "|" + "---|" * (11 + len(constraints))]
     for i, t in enumerate(manifest["trials"]):
         m = t["metrics"]
         marks = ["pass" if t["checks"][c]["ok"] else "FAIL" if c in t["checks"] else "-" for c in constraints]
-        lines.append("| %d | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |" % (
+        lines.append("| %d | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |" % (
             i, _config(t), "yes" if t["started"] else "no", _fmt(m["tps"]), _fmt(m["tps_per_w"]), _fmt(m["ttft_p95_s"]),
+            _fmt(m.get("agent_ttft_p95_s")),
             _fmt(m["full_context_concurrency"]), _fmt(m["errors"]), " | ".join(marks), _fmt(t["objective"]),
             "**yes**" if (not t.get("baseline") and t["config"] == chosen) else ""))
     base = manifest.get("baseline") or {}

@@ -15,7 +15,7 @@ from collections.abc import Mapping
 
 OBJECTIVES = ("tps", "tps_per_w")
 DIMENSIONS = ("max_num_seqs", "max_num_batched_tokens", "gpu_memory_utilization", "kv_cache_memory_bytes", "power_limit_w")
-CONSTRAINTS = ("ttft_p95_s", "min_full_context_concurrency", "zero_errors")
+CONSTRAINTS = ("ttft_p95_s", "agent_ttft_p95_s", "min_full_context_concurrency", "zero_errors")
 # Walked from the highest value down (tune_next).
 DESCENDING = ("power_limit_w",)
 
@@ -56,7 +56,7 @@ def tune_setting_errors(settings):
         for key in constraints:
             if key not in CONSTRAINTS:
                 errors.append("tune_constraints: %s is not a constraint; allowed: %s" % (key, ", ".join(CONSTRAINTS)))
-        for key in ("ttft_p95_s", "min_full_context_concurrency"):
+        for key in ("ttft_p95_s", "agent_ttft_p95_s", "min_full_context_concurrency"):
             value = constraints.get(key)
             if value is not None and (not _number(value) or value < 0):
                 errors.append("tune_constraints.%s must be a number >= 0 or null, got %s" % (key, value))
@@ -116,6 +116,13 @@ def _level(report, concurrency):
     return levels[0] if levels else None
 
 
+def _agent_ttft_p95_s(report):
+    """TTFT p95 of the agent level's later turns in seconds (the report keeps milliseconds); None without it."""
+    agent = report.get("agent") or {}
+    value = (agent.get("ttft_later_ms") or {}).get("p95")
+    return None if value is None else round(float(value) / 1000.0, 6)
+
+
 def tune_trial(report, config, started=True, target_concurrency=1, constraints=None, objective="tps"):
     """A trial from vllm_verify's report: {config, started, metrics, checks, failed, feasible, objective}.
 
@@ -130,7 +137,7 @@ def tune_trial(report, config, started=True, target_concurrency=1, constraints=N
     errors = None
     if started:
         errors = sum(sum((lv.get("errors") or {}).values()) for lv in report.get("levels") or [])
-        errors = max(errors, report.get("errors_total") or 0)
+        errors = max(errors, report.get("errors_total") or 0) + ((report.get("agent") or {}).get("errors_total") or 0)
     metrics = {
         "tps": (level or {}).get("aggregate_tps"),
         "tps_per_w": (level or {}).get("tps_per_w"),
@@ -139,6 +146,8 @@ def tune_trial(report, config, started=True, target_concurrency=1, constraints=N
         "full_context_concurrency": (report.get("startup_report") or {}).get(
             "full_context_concurrency", report.get("full_context_concurrency")),
         "errors": errors,
+        # What an agent's user feels: TTFT p95 of the later turns of the agent level (the history resent), in s.
+        "agent_ttft_p95_s": _agent_ttft_p95_s(report) if started else None,
     }
     checks = {}
     if started and level is None:
@@ -147,6 +156,10 @@ def tune_trial(report, config, started=True, target_concurrency=1, constraints=N
         v = metrics["ttft_p95_s"]
         checks["ttft_p95_s"] = {"limit": constraints["ttft_p95_s"], "value": v,
                                 "ok": v is not None and v <= constraints["ttft_p95_s"]}
+    if constraints.get("agent_ttft_p95_s") is not None:
+        v = metrics["agent_ttft_p95_s"]
+        checks["agent_ttft_p95_s"] = {"limit": constraints["agent_ttft_p95_s"], "value": v,
+                                      "ok": v is not None and v <= constraints["agent_ttft_p95_s"]}
     if constraints.get("min_full_context_concurrency") is not None:
         v = metrics["full_context_concurrency"]
         checks["min_full_context_concurrency"] = {"limit": constraints["min_full_context_concurrency"], "value": v,

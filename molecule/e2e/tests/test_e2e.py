@@ -7,6 +7,7 @@ import glob
 import json
 import os
 import re
+import shlex
 import time
 
 import pytest
@@ -60,6 +61,67 @@ def test_report_has_positive_figures(report):
         assert lv["ttft_s"]["p50"] > 0 and lv["decode_tps"]["p50"] > 0
     assert report["context"]["fit"]["status"] == 200 and report["context"]["over"]["status"] == 400
     assert report["soak"]["requests"] > 0 and report["soak"]["errors_5xx"] == 0
+
+
+def test_the_agent_level_passed_on_the_real_server(report):
+    """What a coding agent sends (streaming chat with tools, growing history, forced tool calls), sent with the
+    OpenAI SDK of the vLLM venv: zero errors, every forced call parsed, the prefix cache hit."""
+    agent = report["agent"]
+    assert agent["enabled"] and agent["ran"], agent
+    assert agent["requests"] == agent["sessions"] * agent["turns"] == 16, agent
+    assert agent["errors_total"] == 0 and agent["error_messages"] == [], agent
+    assert agent["forced"] == agent["sessions"] and agent["forced_ok"] == agent["forced"], agent["forced_tool_calls"]
+    assert agent["prefix_cache_hit_rate"] is not None and agent["prefix_cache_hit_rate"] > 0, agent
+    assert agent["ttft_first_ms"]["n"] == 4 and agent["ttft_later_ms"]["n"] == 12, agent
+    assert 0 < agent["prompt_tokens_last_turn"] <= 2048, agent
+    gate = next(g for g in report["gates"] if g["name"] == "agent")
+    assert gate["ok"] is True, gate
+    # The profile carries the parser the inventory names.
+    assert report["profile_settings"]["tool-call-parser"] == "qwen3_coder"
+    assert report["profile_settings"]["enable-auto-tool-choice"] is True
+
+
+def test_a_profile_without_tool_calling_failed_with_the_400_text():
+    """The side effect served lab_no_tools: its agent level failed with vLLM's 400 text and it was rolled back."""
+    with open(os.path.join(REPO, "reports", "agent-no-tools.txt"), encoding="utf-8") as fh:
+        text = fh.read()
+    assert '"auto" tool choice requires --enable-auto-tool-choice and --tool-call-parser to be set' in text, text
+    assert "agent" in text and "Rolled back to the last good profile 'lab'" in text, text
+
+
+SDK_CLIENT = r"""
+import json, sys, openai
+client = openai.OpenAI(base_url="http://127.0.0.1:8000/v1", api_key="EMPTY", max_retries=0)
+tools = [{"type": "function", "function": {"name": "read_file", "description": "Read a file.",
+          "parameters": {"type": "object", "properties": {"path": {"type": "string", "maxLength": 32}},
+                         "required": ["path"], "additionalProperties": False}}}]
+messages = [{"role": "system", "content": "You are a coding agent."},
+            {"role": "user", "content": "What does setup.py do?"}]
+out = {}
+# An agent's turn: streamed, tools offered, tool_choice left at auto.
+stream = client.chat.completions.create(model="tiny-qwen3", messages=messages, tools=tools, stream=True,
+                                        stream_options={"include_usage": True}, max_tokens=32, temperature=0.7)
+chunks = list(stream)
+out["auto_usage"] = chunks[-1].usage.completion_tokens
+# A forced call to the named function: vLLM constrains the output to the tool's schema.
+resp = client.chat.completions.create(model="tiny-qwen3", messages=messages, tools=tools, max_tokens=512,
+                                      tool_choice={"type": "function", "function": {"name": "read_file"}},
+                                      temperature=0.7, seed=3)
+call = resp.choices[0].message.tool_calls[0]
+out["name"] = call.function.name
+out["arguments"] = json.loads(call.function.arguments)
+print(json.dumps(out))
+"""
+
+
+def test_the_openai_sdk_gets_tool_calls(host):
+    """The client coding agents are built on, outside our probe: a streamed turn with tools (auto) and a
+    forced call to a named function, parsed by vLLM into tool_calls."""
+    run = host.run("/opt/vllm/venv/bin/python -c %s" % shlex.quote(SDK_CLIENT))
+    assert run.rc == 0, (run.stdout + run.stderr)[-3000:]
+    out = json.loads(run.stdout.strip().splitlines()[-1])
+    assert out["auto_usage"] > 0
+    assert out["name"] == "read_file" and isinstance(out["arguments"]["path"], str), out
 
 
 def test_reports_fetched_to_the_controller(host):

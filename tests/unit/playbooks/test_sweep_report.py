@@ -146,6 +146,21 @@ def test_run_row_reads_the_verify_report():
     assert row["roofline_pct"] == pytest.approx(95.0 / 124.8 * 100)
 
 
+def test_the_agent_level_of_a_run_is_a_row_of_its_own():
+    report = read_report("default-250W.json")
+    assert sr.run_row({"profile": "default", "status": "ok"}, report, {})["agent"] is None
+    report["agent"] = {"enabled": True, "ran": True, "requests": 16, "errors_total": 0, "forced": 4, "forced_ok": 4,
+                       "ttft_first_ms": {"p95": 220.0}, "ttft_later_ms": {"p95": 95.5}, "prefix_cache_hit_rate": 0.81,
+                       "error_messages": []}
+    row = sr.run_row({"profile": "default", "cap_w": 250, "status": "ok"}, report, {})
+    assert row["agent"] == {"requests": 16, "errors": 0, "ttft_later_p95_ms": 95.5, "ttft_first_p95_ms": 220.0,
+                            "hit_rate": 0.81, "forced": "4/4", "error": None}
+    meta, _rows, notes = sr.build(base_manifest(), REPORTS)
+    text = sr.render_markdown(meta, [row], notes, {})
+    assert "## Agent level" in text
+    assert "| default | 250 | 16 | 0 | 220 | 96 | 4/4 | 0.81 | - |" in text
+
+
 def test_ratios_match_the_level_figures():
     report = read_report("default-350W.json")
     row = sr.run_row({"profile": "default", "cap_w": 350, "status": "ok"}, report, {})

@@ -62,6 +62,27 @@ def test_trial_counts_sampled_errors():
     assert trial["failed"] == ["zero_errors"] and trial["metrics"]["errors"] == 1
 
 
+def test_trial_agent_ttft_constraint_reads_the_later_turns():
+    report = copy.deepcopy(CASES["report"])
+    report["agent"] = {"enabled": True, "errors_total": 0, "ttft_first_ms": {"p95": 900.0},
+                       "ttft_later_ms": {"p50": 150.0, "p95": 400.0}}
+    ok = tune.tune_trial(report, {"max_num_seqs": 4}, target_concurrency=4,
+                         constraints=dict(CONSTRAINTS, agent_ttft_p95_s=0.5))
+    assert ok["metrics"]["agent_ttft_p95_s"] == 0.4 and ok["feasible"] is True
+    slow = tune.tune_trial(report, {"max_num_seqs": 4}, target_concurrency=4,
+                           constraints=dict(CONSTRAINTS, agent_ttft_p95_s=0.3))
+    assert slow["failed"] == ["agent_ttft_p95_s"]
+    assert slow["checks"]["agent_ttft_p95_s"] == {"limit": 0.3, "value": 0.4, "ok": False}
+    # No agent level in the report: the constraint cannot be judged, the trial is not feasible.
+    blind = tune.tune_trial(CASES["report"], {"max_num_seqs": 4}, target_concurrency=4,
+                            constraints=dict(CONSTRAINTS, agent_ttft_p95_s=1.0))
+    assert blind["failed"] == ["agent_ttft_p95_s"] and blind["metrics"]["agent_ttft_p95_s"] is None
+    # The agent level's failed turns count as errors.
+    report["agent"]["errors_total"] = 4
+    errs = tune.tune_trial(report, {"max_num_seqs": 4}, target_concurrency=4, constraints=CONSTRAINTS)
+    assert errs["failed"] == ["zero_errors"] and errs["metrics"]["errors"] == 4
+
+
 def test_trial_failed_start():
     trial = tune.tune_trial({}, {"max_num_seqs": 8}, started=False, target_concurrency=4, constraints=CONSTRAINTS)
     assert trial["failed"][0] == "started" and not trial["feasible"] and trial["objective"] is None
