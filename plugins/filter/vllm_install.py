@@ -56,8 +56,56 @@ def vllm_install_cpu_runtime_errors(variant, system_packages, found, managed_pyt
     return errors
 
 
+def _version_tuple(text):
+    parts = re.findall(r"\d+", str(text or ""))
+    return tuple(int(p) for p in parts) if parts else None
+
+
+def vllm_install_cuda_errors(gpu_info, needs, nvidia_smi="nvidia-smi"):
+    """[] when every GPU can run the CUDA build; else error strings naming what was found and the ways out.
+
+    gpu_info: nvidia_gpu_info's result ({gpus: [...], driver_version} or {failed, msg}); needs: the pinned
+    release's row of the role's table ({version, cuda, min_driver, min_compute_cap}).
+    """
+    if not isinstance(needs, Mapping):
+        raise TypeError("needs must be a mapping {version, cuda, min_driver, min_compute_cap}, got %r" % (needs,))
+    info = gpu_info if isinstance(gpu_info, Mapping) else {}
+    gpus = [g for g in info.get("gpus") or [] if isinstance(g, Mapping)]
+    what = "vLLM %s's CUDA build (torch for CUDA %s)" % (needs.get("version"), needs.get("cuda"))
+    if info.get("failed") or not gpus:
+        return ["vllm_install_variant=cuda: %s needs an NVIDIA driver >= %s, but %s did not answer (%s). Install "
+                "the driver (and reboot), or set vllm_install_check_driver=false to install without a GPU "
+                "(the server will not start until the driver is there)."
+                % (what, needs.get("min_driver"), nvidia_smi, info.get("msg") or "no GPU listed")]
+    errors = []
+    min_driver = _version_tuple(needs.get("min_driver"))
+    old = [g for g in gpus if _version_tuple(g.get("driver_version")) is None
+           or _version_tuple(g.get("driver_version"))[:len(min_driver)] < min_driver]
+    if old:
+        errors.append(
+            "vllm_install_variant=cuda: %s needs an NVIDIA driver >= %s; GPU %s runs driver %s. CUDA %s does not "
+            "run on an older driver (the forward-compatibility package does not apply to GeForce cards). Two ways "
+            "out: install driver %s or newer (e.g. Ubuntu: nvidia-driver-%s), or pin an older vLLM whose CUDA "
+            "your driver runs (vllm_install_version)."
+            % (what, needs.get("min_driver"), ", ".join(str(g.get("index")) for g in old),
+               "/".join(sorted({str(g.get("driver_version")) for g in old})), needs.get("cuda"),
+               needs.get("min_driver"), needs.get("min_driver")))
+    min_cc = _version_tuple(needs.get("min_compute_cap"))
+    low = [g for g in gpus if g.get("compute_cap") not in (None, "")
+           and (_version_tuple(g.get("compute_cap")) or (0,)) < min_cc]
+    if low:
+        errors.append(
+            "vllm_install_variant=cuda: %s needs GPUs of compute capability >= %s; GPU %s (%s) has %s. "
+            "Serve on newer GPUs, or use another engine for these cards."
+            % (what, needs.get("min_compute_cap"), ", ".join(str(g.get("index")) for g in low),
+               ", ".join(sorted({str(g.get("name")) for g in low})),
+               "/".join(sorted({str(g.get("compute_cap")) for g in low}))))
+    return errors
+
+
 class FilterModule:
     """vllm_install filters."""
 
     def filters(self):
-        return {"vllm_install_cpu_runtime_errors": vllm_install_cpu_runtime_errors}
+        return {"vllm_install_cpu_runtime_errors": vllm_install_cpu_runtime_errors,
+                "vllm_install_cuda_errors": vllm_install_cuda_errors}

@@ -63,6 +63,7 @@ GPU_INFO_FIELDS = (
     ("power.min_limit", "min_power_limit_w"),
     ("power.max_limit", "max_power_limit_w"),
     ("memory.total", "memory_total_mib"),
+    ("compute_cap", "compute_cap"),
 )
 _FLOAT_FACTS = {
     "power_draw_w", "power_limit_w", "enforced_power_limit_w", "default_power_limit_w",
@@ -260,13 +261,24 @@ class NvidiaSmi:
         return parse_csv(out, fields)
 
     def gpu_info(self, gpus=None):
-        """One fact dict per GPU (keys: the second column of GPU_INFO_FIELDS)."""
+        """One fact dict per GPU (keys: the second column of GPU_INFO_FIELDS).
+
+        A driver that does not know ``compute_cap`` (older than the field) is asked again without it;
+        its ``compute_cap`` is None.
+        """
         fields = [f for f, _k in GPU_INFO_FIELDS]
+        try:
+            rows = self.query(fields, gpus)
+        except NvidiaSmiError as exc:
+            if NOT_A_FIELD not in exc.output or "compute_cap" not in fields:
+                raise
+            fields = [f for f in fields if f != "compute_cap"]
+            rows = self.query(fields, gpus)
         facts = []
-        for row in self.query(fields, gpus):
+        for row in rows:
             item = {}
             for field, key in GPU_INFO_FIELDS:
-                value = row[field]
+                value = row.get(field)
                 if value is not None and key in _FLOAT_FACTS:
                     value = float(value)
                 elif value is not None and key in _INT_FACTS:

@@ -127,18 +127,22 @@ def plan_session(max_model_len, turns, max_tokens, system_tokens, measure):
     sections = max(0, (target - base) // one)
     system = size(sections)
     tokens = int(max_tokens)
+    tool = TOOL_TURN_MIN_TOKENS
 
-    def need(tokens):
+    def need(tokens, tool):
         # The forced call's reply may be longer than a turn's; it is resent compact (its parsed arguments).
-        return system + turns * per_turn(tokens) + tool_result + max(tokens, TOOL_TURN_MIN_TOKENS)
+        return system + turns * per_turn(tokens) + tool_result + max(tokens, tool)
 
-    while tokens > 16 and need(tokens) > max_model_len:
+    while tokens > 16 and need(tokens, tool) > max_model_len:
         tokens = max(16, tokens // 2)
-    while sections > 0 and need(tokens) > max_model_len:
+    while sections > 0 and need(tokens, tool) > max_model_len:
         sections = sections // 2
         system = size(sections)
-    budget = need(tokens)
-    return {"sections": sections, "max_tokens": tokens, "tool_max_tokens": max(tokens, TOOL_TURN_MIN_TOKENS),
+    if need(tokens, tool) > max_model_len:
+        # A small context: the forced call gets what is left.
+        tool = max(tokens, max_model_len - need(tokens, 0) + tokens)
+    budget = need(tokens, tool)
+    return {"sections": sections, "max_tokens": tokens, "tool_max_tokens": max(tokens, tool),
             "system_tokens": system, "budget_tokens": budget, "fits": budget <= max_model_len}
 
 

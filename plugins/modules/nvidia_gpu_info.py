@@ -149,6 +149,13 @@ gpus:
       description: Total GPU memory in MiB.
       type: int
       sample: 143771
+    compute_cap:
+      description:
+        - The CUDA compute capability, C(compute_cap) (V(8.6) for an RTX 3090, V(9.0) for an H200); V(null) when the
+          driver's nvidia-smi does not know the field (it is asked again without it).
+      type: str
+      sample: "9.0"
+      version_added: "1.2.0"
   sample:
     - index: 0
       uuid: GPU-1b80dd3e-e53f-bb17-9c6f-1f1f6a19254c

@@ -16,6 +16,7 @@ from ansible.template import Templar, trust_as_template
 from ansible_collections.gpuhost.inference.plugins.filter.vllm_install import (
     FilterModule,
     vllm_install_cpu_runtime_errors,
+    vllm_install_cuda_errors,
 )
 
 from ansible_collections.gpuhost.inference.tests.unit.asserts import assert_errors_match
@@ -48,6 +49,27 @@ def test_bad_arguments_are_refused():
 
 def test_filter_registered():
     assert FilterModule().filters()["vllm_install_cpu_runtime_errors"] is vllm_install_cpu_runtime_errors
+    assert FilterModule().filters()["vllm_install_cuda_errors"] is vllm_install_cuda_errors
+
+
+with open(os.path.join(ROLE, "vars", "main.yml"), encoding="utf-8") as _fh:
+    CUDA_NEEDS = yaml.safe_load(_fh)["_vllm_install_cuda_needs"]
+with open(os.path.join(ROLE, "defaults", "main.yml"), encoding="utf-8") as _fh:
+    PINNED = yaml.safe_load(_fh)["vllm_install_version"]
+CUDA_CASES = load_cases("vllm_install_cuda_cases.yaml", "cases")
+
+
+@pytest.mark.parametrize("case", CUDA_CASES, ids=[c["id"] for c in CUDA_CASES])
+def test_cuda_errors(case):
+    assert_errors_match(vllm_install_cuda_errors(case["gpu_info"], CUDA_NEEDS[PINNED], "/usr/bin/nvidia-smi"),
+                        case["expect_errors"])
+
+
+def test_the_pinned_release_has_its_cuda_row():
+    """The minimum driver and capability live in one row per release; the pinned one has it."""
+    row = CUDA_NEEDS[PINNED]
+    assert row["version"] == PINNED and row["cuda"] == "13.0" and row["min_driver"] == "580"
+    assert row["min_compute_cap"] == "7.5"
 
 
 def _default_system_packages(variant, os_family):

@@ -40,8 +40,8 @@ def _measure(per_section, base):
 
 @pytest.mark.parametrize("max_model_len, turns, max_tokens, system_tokens, want_tokens", [
     (131072, 4, 128, 1500, 128),   # a real box: the asked size
-    (2048, 4, 128, 1500, 128),     # the lab profile: the system prompt shrinks to a third of the context
-    (1024, 4, 128, 1500, 32),      # too small: the replies are halved until it fits
+    (2048, 4, 128, 1500, 64),      # the lab profile: a third of the context for the system prompt, replies halved
+    (1024, 4, 128, 1500, 16),      # too small: the replies are halved, the forced call gets what is left
 ])
 def test_plan_fits_the_context(max_model_len, turns, max_tokens, system_tokens, want_tokens):
     plan = va.plan_session(max_model_len, turns, max_tokens, system_tokens, _measure(40, 300))
@@ -49,8 +49,10 @@ def test_plan_fits_the_context(max_model_len, turns, max_tokens, system_tokens, 
     assert plan["budget_tokens"] <= max_model_len
     assert plan["max_tokens"] == want_tokens
     assert plan["system_tokens"] <= max(system_tokens, 300)
+    assert max_tokens >= plan["tool_max_tokens"] >= 16 or plan["tool_max_tokens"] <= va.TOOL_TURN_MIN_TOKENS
     if max_model_len >= 100000:
         assert plan["system_tokens"] > system_tokens - 40  # as close to the asked size as a section allows
+        assert plan["tool_max_tokens"] == va.TOOL_TURN_MIN_TOKENS
 
 
 def test_plan_without_tokenize_estimates():

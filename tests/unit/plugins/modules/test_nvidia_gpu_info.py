@@ -58,6 +58,22 @@ def captured_section(command_start):
     raise KeyError(command_start)
 
 
+def captured_compute_cap():
+    """compute_cap of the captured H200 (nvidia-smi-compute-cap-topo-version.txt, a second real capture)."""
+    text = fixture("nvidia-smi-compute-cap-topo-version.txt")
+    block = text.split("$ nvidia-smi --query-gpu=compute_cap --format=csv,noheader\n", 1)[1]
+    return block.splitlines()[0].strip()
+
+
+def captured_row():
+    """The module's columns of the captured H200: the first 14 of the big capture, then compute_cap."""
+    _command, out = captured_section("--query-gpu=index,uuid,name,pci.bus_id,driver_version,persistence_mode,"
+                                     "power.management,power.draw,power.limit,enforced.power.limit,"
+                                     "power.default_limit,power.min_limit,power.max_limit,memory.total,memory.used,"
+                                     "utilization.gpu,temperature.gpu,clocks.sm,clocks.max.sm --format=csv,noheader,nounits")
+    return ", ".join(out.strip().split(", ")[:14] + [captured_compute_cap()]) + "\n"
+
+
 def run_module(args, bin_path, answer, topo=None):
     """Run the module; ``answer`` answers --query-gpu, ``topo`` answers `topo -m` (None: must not be run)."""
     calls = []
@@ -109,20 +125,31 @@ def test_module_cases(case):
         assert calls == [[a.replace("FIELDS", fields) for a in argv] for argv in case["expected_argv"]]
 
 
+def test_a_driver_without_compute_cap_is_asked_again_without_it():
+    """nvidia-smi older than the field answers rc 2 "is not a valid field to query": asked again, compute_cap None."""
+    calls = []
+    row14 = ", ".join(captured_row().strip().split(", ")[:14]) + "\n"
+
+    def runner(args):
+        calls.append(args)
+        if "compute_cap" in args[1]:
+            return 2, 'Field "compute_cap" is not a valid field to query.\n', ""
+        return 0, row14, ""
+
+    gpus = smi_utils.NvidiaSmi("/usr/bin/nvidia-smi", runner=runner).gpu_info()
+    assert len(calls) == 2 and "compute_cap" not in calls[1][1]
+    assert gpus[0]["compute_cap"] is None and gpus[0]["name"] == "NVIDIA H200"
+
+
 def test_module_field_list_is_the_one_in_the_data():
     assert DATA["command_fields"] == ",".join(f for f, _k in GPU_INFO_FIELDS)
 
 
 def test_module_types_from_the_capture():
-    _command, out = captured_section("--query-gpu=index,uuid,name,pci.bus_id,driver_version,persistence_mode,"
-                                     "power.management,power.draw,power.limit,enforced.power.limit,"
-                                     "power.default_limit,power.min_limit,power.max_limit,memory.total,memory.used,"
-                                     "utilization.gpu,temperature.gpu,clocks.sm,clocks.max.sm --format=csv,noheader,nounits")
-    # keep the module's 14 columns of the captured row
-    row = ", ".join(out.strip().split(", ")[:14]) + "\n"
-    failed, result, _calls = run_module({}, "/usr/bin/nvidia-smi", {"rc": 0, "out": row, "err": ""})
+    failed, result, _calls = run_module({}, "/usr/bin/nvidia-smi", {"rc": 0, "out": captured_row(), "err": ""})
     assert not failed
     gpu = result["gpus"][0]
+    assert gpu["compute_cap"] == "9.0"
     assert isinstance(gpu["index"], int) and isinstance(gpu["memory_total_mib"], int)
     assert all(isinstance(gpu[k], float) for k in ("power_draw_w", "power_limit_w", "enforced_power_limit_w",
                                                    "default_power_limit_w", "min_power_limit_w", "max_power_limit_w"))
@@ -488,11 +515,7 @@ def test_power_source_tells_the_real_tool_from_a_double(tmp_path):
 
 
 def test_module_says_when_nvidia_smi_is_a_test_double():
-    _command, out = captured_section("--query-gpu=index,uuid,name,pci.bus_id,driver_version,persistence_mode,"
-                                     "power.management,power.draw,power.limit,enforced.power.limit,"
-                                     "power.default_limit,power.min_limit,power.max_limit,memory.total,memory.used,"
-                                     "utilization.gpu,temperature.gpu,clocks.sm,clocks.max.sm --format=csv,noheader,nounits")
-    row = ", ".join(out.strip().split(", ")[:14]) + "\n"
+    row = captured_row()
     failed, result, _calls = run_module({"nvidia_smi_path": MOCK}, MOCK, {"rc": 0, "out": row, "err": ""})
     assert not failed, result
     assert result["nvidia_smi_path"] == MOCK
