@@ -19,6 +19,8 @@ HEADER_PACKAGE_RE = re.compile(
 
 WHY = ("torch inductor compiles the CPU sampler (topk_topp_sampler -> compiled_random_sample) on the first "
        "sampled request; without it every sampled request fails with HTTP 500 and the engine dies")
+WHY_CUDA = ("Triton compiles its CUDA launcher with gcc and Python.h when the engine starts, and torch inductor "
+            "compiles kernels with them; without them the first start dies")
 
 
 def _names(packages):
@@ -34,8 +36,9 @@ def vllm_install_cpu_runtime_errors(variant, system_packages, found, managed_pyt
 
     found: {"cxx": path of g++ on the box or None, "python_h": whether Python.h of vllm_install_python exists}.
     """
-    if variant != "cpu":
+    if variant not in ("cpu", "cuda"):
         return []
+    why = WHY if variant == "cpu" else WHY_CUDA
     if not isinstance(found, Mapping):
         raise TypeError("found must be a mapping {cxx, python_h}, got %r" % (found,))
     packages = _names(system_packages)
@@ -43,16 +46,16 @@ def vllm_install_cpu_runtime_errors(variant, system_packages, found, managed_pyt
     errors = []
     if not found.get("cxx") and not any(COMPILER_PACKAGE_RE.match(p) for p in packages):
         errors.append(
-            "vllm_install_variant=cpu needs a C++ compiler on the box at run time (%s). No g++ was found "
+            "vllm_install_variant=%s needs a C++ compiler on the box at run time (%s). No g++ was found "
             "on the box and %s names no compiler package: add one (Debian/Ubuntu: g++; RHEL/Fedora/SUSE: "
-            "gcc-c++) or install g++ beforehand." % (WHY, listed))
+            "gcc-c++) or install g++ beforehand." % (variant, why, listed))
     # A uv-managed Python ships its own headers.
     if not managed_python and not found.get("python_h") and not any(HEADER_PACKAGE_RE.match(p) for p in packages):
         errors.append(
-            "vllm_install_variant=cpu needs the C headers (Python.h) of vllm_install_python on the box at run "
-            "time (%s; the kernels it compiles include Python.h). Python.h was not found and %s names no header "
+            "vllm_install_variant=%s needs the C headers (Python.h) of vllm_install_python on the box at run "
+            "time (%s; what it compiles includes Python.h). Python.h was not found and %s names no header "
             "package: add one (Debian/Ubuntu: python3-dev; RHEL/Fedora: python3-devel) or install it "
-            "beforehand." % (WHY, listed))
+            "beforehand." % (variant, why, listed))
     return errors
 
 

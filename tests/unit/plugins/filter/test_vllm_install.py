@@ -80,11 +80,13 @@ def _default_system_packages(variant, os_family):
     return Templar(loader=DataLoader(), variables=variables).template(variables["vllm_install_system_packages"])
 
 
-def test_role_default_brings_the_compiler_on_debian_for_cpu_only():
+def test_role_default_brings_the_compiler_on_debian_for_both_variants():
     cpu = _default_system_packages("cpu", "Debian")
     assert cpu == ["python3-venv", "g++", "python3-dev"]
     assert vllm_install_cpu_runtime_errors("cpu", cpu, {"cxx": None, "python_h": False}) == []
-    assert _default_system_packages("cuda", "Debian") == ["python3-venv"]
+    cuda = _default_system_packages("cuda", "Debian")
+    assert cuda == ["python3-venv", "g++", "python3-dev"]
+    assert vllm_install_cpu_runtime_errors("cuda", cuda, {"cxx": None, "python_h": False}) == []
     assert _default_system_packages("cpu", "RedHat") == []
 
 
