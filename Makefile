@@ -30,7 +30,7 @@ wheelhouse-double: bootstrap
 
 VARIANT ?= cpu
 DEST ?= .cache/wheelhouse/$(VARIANT)
-wheelhouse:
+wheelhouse: bootstrap
 	@$(ENV) bash scripts/wheelhouse.sh "$(VARIANT)" "$(DEST)"
 
 model: wheelhouse-cpu

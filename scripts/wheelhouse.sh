@@ -6,7 +6,8 @@
 #     double the vLLM API test double (tests/doubles/vllm_double, dist gpuhost-vllm-double) built at each of
 #            $DOUBLE_VERSIONS (default "0.28.0 0.28.1") + uv + PyYAML  default DEST .cache/wheelhouse/double
 #   Environment: VERSION (0.28.0), EXTRA_PACKAGES, PYTHON_VERSION and PLATFORMS (the target's,
-#   when it differs from this machine: e.g. PYTHON_VERSION=3.12 PLATFORMS=manylinux_2_28_x86_64),
+#   when it differs from this machine: e.g. PYTHON_VERSION=3.12; PLATFORMS=manylinux_2_28_x86_64 is widened
+#   to every older manylinux tag down to manylinux2014; the default with PYTHON_VERSION is 2_39 down),
 #   PIP_ARGS (e.g. "--extra-index-url <PyTorch CPU index>"), FORCE=1 (rebuild).
 # cpu/cuda run playbooks/wheelhouse.yml (the same logic an installed collection offers); pip uses
 # this machine's own configuration (pip.conf, PIP_*). Cached: nothing is done when the wheels are there.
