@@ -6,10 +6,16 @@ The docs of each filter are in the YAML file of the same name beside this one.
 """
 from __future__ import annotations
 
+import ipaddress
 import re
 from collections.abc import Mapping
 
-from ansible_collections.gpuhost.inference.plugins.module_utils.gpuhost_values import type_name as _type_name
+from ansible_collections.gpuhost.inference.plugins.module_utils.gpuhost_values import (
+    SECRET_ENV,
+    check as _check,
+    secret_hint as _secret_hint,
+    type_name as _type_name,
+)
 
 # An absolute path of plain characters: no spaces or quotes (they would split or end a unit
 # setting or a shell word), no `%` (a systemd specifier), no `$`, `;`, backslash or line break.
@@ -50,6 +56,9 @@ def _path_errors(name, value):
 def _unit_errors(name, value, types):
     match = UNIT_RE.fullmatch(value)
     if match and len(value) <= UNIT_MAX and match.group("type") in types:
+        if "@." in value:
+            return ["%s must name a unit systemd can start: %s is a template (name@.type), give an instance "
+                    "(name@instance.type) or a plain name" % (name, _show(value))]
         return []
     if tuple(types) == UNIT_TYPES:
         ending = "ending in a unit type (.service, .target, .mount, .socket, .timer, ...)"
@@ -81,6 +90,18 @@ def _directive_errors(name, value):
                 errors.append("%s: %s must be a single-line value or a list of them, got %s" % (name, key, _type_name(item)))
             elif any(brk in str(item) for brk in LINE_BREAKS):
                 errors.append("%s: %s must be a single-line value (no line break or NUL), got %s" % (name, key, _show(str(item))))
+            elif key == "Environment":
+                errors.extend(_secret_environment_errors(name, str(item)))
+    return errors
+
+
+def _secret_environment_errors(name, item):
+    """Environment=VAR=value ... naming a secret: the unit file is world-readable."""
+    errors = []
+    for word in item.replace('"', " ").replace("'", " ").split():
+        var = word.split("=", 1)[0]
+        if var in SECRET_ENV:
+            errors.append("%s: Environment sets %s: %s" % (name, var, _secret_hint(SECRET_ENV[var])))
     return errors
 
 
@@ -129,8 +150,44 @@ def unit_value_errors(values, kind, allow_empty=False, types=None):
     return errors
 
 
+def typed(value, name):
+    """The value of role variable `name` as its argument spec types it ('2' -> 2, '0,1' -> [0, 1],
+    'yes' -> true, a scalar -> a one-item list); as given when it cannot be converted (typed_errors says why)."""
+    return _check(name, value)[0]
+
+
+def typed_errors(values):
+    """Error strings for the values ({role variable: value}) that their argument specs cannot type."""
+    if not isinstance(values, Mapping):
+        raise TypeError("typed_errors: the input must be a mapping {variable name: value}, got %s" % _type_name(values))
+    errors = []
+    for name in sorted(values, key=str):
+        error = _check(str(name), values[name])[1]
+        if error:
+            errors.append(error)
+    return errors
+
+
+def url_host(host, listen_all_as="loopback"):
+    """An address or host name as the host part of a URL: an IPv6 literal in brackets; a wildcard bind
+    (0.0.0.0, ::, '') as the loopback address of its family (what a client on the box connects to)."""
+    text = str(host).strip() if host is not None else ""
+    if text.startswith("[") and text.endswith("]"):
+        text = text[1:-1]
+    if text in ("", "0.0.0.0"):
+        return "127.0.0.1"
+    try:
+        address = ipaddress.ip_address(text)
+    except ValueError:
+        return text
+    if address.version == 6:
+        return "[::1]" if address.is_unspecified else "[%s]" % address.compressed
+    return text
+
+
 class FilterModule:
-    """Checks of values written into unit files and launchers."""
+    """Checks of values written into unit files and launchers; the variables' typing."""
 
     def filters(self):
-        return {"unit_value_errors": unit_value_errors}
+        return {"unit_value_errors": unit_value_errors, "typed": typed, "typed_errors": typed_errors,
+                "url_host": url_host}

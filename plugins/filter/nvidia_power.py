@@ -14,6 +14,8 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 
+from ansible_collections.gpuhost.inference.plugins.module_utils.gpuhost_values import check as _typed
+
 _WHOLE = re.compile(r"^[0-9]+$")
 # nvidia_power_persistence_mode -> what nvidia-smi reports for it (leave: not compared).
 PERSISTENCE = {"on": "Enabled", "off": "Disabled"}
@@ -64,7 +66,15 @@ def nvidia_power_plan(gpus, managed_gpus, limit_w, gpu_limits_w):
     overrides = {}
     present = [gpu["index"] for gpu in gpus]
     present_txt = ", ".join(_text(i) for i in present)
-    managed_gpus = list(managed_gpus or [])
+    # The role variable's typing (argument spec): '1' or 1 -> [1], '0,1' -> [0, 1]; never one character at a time.
+    # A list's items are judged one by one below.
+    if managed_gpus is None:
+        managed_gpus = []
+    elif not isinstance(managed_gpus, list):
+        managed_gpus, error = _typed("nvidia_power_gpus", managed_gpus)
+        if error:
+            errors.append(error)
+            managed_gpus = []
     for i in managed_gpus:
         if not _whole(i) or int(_text(i)) not in present:
             errors.append("nvidia_power_gpus: GPU %s is not present on this host (present GPUs: %s)" % (_text(i), present_txt))
@@ -215,12 +225,30 @@ def nvidia_power_restore_left(restore, gpus_after):
     return left
 
 
+def nvidia_power_unit_errors(unit_name, before_units, model_unit_name):
+    """The cap unit against the units it runs before and the vLLM unit: systemd can start them all.
+
+    unit_name: nvidia_power_unit_name; before_units: nvidia_power_before_units (typed: a list);
+    model_unit_name: vllm_service_unit_name. Returns the error strings (empty when all is well).
+    """
+    errors = []
+    if isinstance(unit_name, str) and unit_name and unit_name == model_unit_name:
+        errors.append("nvidia_power_unit_name must differ from the vLLM unit's name (vllm_service_unit_name), got \"%s\" "
+                      "for both: the cap's oneshot unit would overwrite the model's unit" % unit_name)
+    befores = before_units if isinstance(before_units, list) else [before_units]
+    if isinstance(unit_name, str) and unit_name in befores:
+        errors.append("nvidia_power_before_units must not name the cap unit itself (nvidia_power_unit_name \"%s\"): "
+                      "a unit ordered Before= itself is an ordering cycle systemd breaks by dropping a job" % unit_name)
+    return errors
+
+
 class FilterModule:
     """nvidia_power filters."""
 
     def filters(self):
         return {
             "nvidia_power_plan": nvidia_power_plan,
+            "nvidia_power_unit_errors": nvidia_power_unit_errors,
             "nvidia_power_groups": nvidia_power_groups,
             "nvidia_power_drift": nvidia_power_drift,
             "nvidia_power_result": nvidia_power_result,

@@ -11,7 +11,12 @@ import re
 import unicodedata
 from collections.abc import Mapping
 
-from ansible_collections.gpuhost.inference.plugins.module_utils.gpuhost_values import type_name as _type_name
+from ansible_collections.gpuhost.inference.plugins.module_utils.gpuhost_values import (
+    SECRET_ENV,
+    SECRET_SETTINGS,
+    secret_hint as _secret_hint,
+    type_name as _type_name,
+)
 
 PROFILE_KEYS = ("description", "environment", "settings")
 PROFILE_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
@@ -41,17 +46,13 @@ FRACTIONS = ("gpu_memory_utilization",)
 MAPPINGS = ("speculative_config",)
 NON_EMPTY_STRINGS = ("model", "host")
 CHOICES = {"dtype": ("auto", "half", "float16", "bfloat16", "float", "float32")}
-# Keys that must never be written to a (world-readable) profile file.
-FORBIDDEN = {
-    "api_key": "the profile files are world-readable and the key would be on vLLM's command line; "
-               "set vllm_service_api_key or vllm_service_api_key_file (VLLM_API_KEY in a 0600 env file)",
-    "config": "the profile file is itself the --config file",
-}
+# Keys that must never be written to a (world-readable) profile file: the secrets (module_utils gpuhost_values,
+# one list for every check) and the config file itself.
+FORBIDDEN = dict({key: _secret_hint(where) for key, where in SECRET_SETTINGS.items()},
+                 config="the profile file is itself the --config file")
 # The settings naming a parser, and the list of the role's parsers file (files/vllm-0.28.0-parsers.yml) they are in.
 PARSER_LISTS = {"tool_call_parser": "tool_call_parsers", "reasoning_parser": "reasoning_parsers"}
-FORBIDDEN_ENV = {
-    "VLLM_API_KEY": "the .env files are world-readable; set vllm_service_api_key or vllm_service_api_key_file",
-}
+FORBIDDEN_ENV = {key: _secret_hint(where) for key, where in SECRET_ENV.items()}
 
 
 def _norm(key):

@@ -12,9 +12,46 @@ import json
 import re
 from collections.abc import Mapping
 
-from ansible_collections.gpuhost.inference.plugins.module_utils.gpuhost_values import as_int as _int
+from ansible_collections.gpuhost.inference.plugins.module_utils.gpuhost_values import (
+    as_int as _int,
+    check as _typed,
+    is_loopback as _is_loopback,
+)
 
 _SPACE = re.compile(r"\s")
+# What would end a line of the profile file, the env file or the unit early.
+_LINE_BREAKS = ("\n", "\r", "\x00")
+# Below it a port needs CAP_NET_BIND_SERVICE, which the unit never grants (empty AmbientCapabilities=).
+_PRIVILEGED_PORTS = 1024
+
+
+def _show(value):
+    if isinstance(value, str):
+        return json.dumps(value)
+    return repr(value)
+
+
+def _binds(v):
+    """[(where, host, port)]: every bind the unit may get: the variables, vllm_service_settings, each profile."""
+    binds = [("vllm_service_host/vllm_service_port", v["vllm_service_host"], v["vllm_service_port"])]
+    settings = v.get("vllm_service_settings")
+    sources = [("vllm_service_settings", settings)]
+    profiles = v.get("profiles")
+    if isinstance(profiles, Mapping):
+        for name in sorted(profiles, key=str):
+            profile = profiles[name]
+            if isinstance(profile, Mapping):
+                sources.append(("profile '%s' settings" % name, profile.get("settings")))
+    host, port = binds[0][1], binds[0][2]
+    for where, part in sources:
+        if not isinstance(part, Mapping):
+            continue
+        keys = {str(k).replace("-", "_"): val for k, val in part.items()}
+        if keys.get("host") is not None or keys.get("port") is not None:
+            base_host = keys.get("host") if keys.get("host") is not None else host
+            base_port = keys.get("port") if keys.get("port") is not None else port
+            binds.append((where, base_host, base_port))
+    return binds
 
 
 def _length(value):
@@ -26,7 +63,9 @@ def vllm_service_var_errors(values):
 
     values: {variable name: value} with the keys vllm_service_model, _host, _port, _tensor_parallel_size,
     _hf_offline, _restart_sec, _start_limit_interval_sec, _start_limit_burst, _timeout_start_sec,
-    _timeout_stop_sec, _api_key, _api_key_file, and api_key_file_exists (whether the file is on the controller).
+    _timeout_stop_sec, _api_key, _api_key_file, and api_key_file_exists (whether the file is on the controller);
+    optional: _served_model_name, _user, _allow_open_api, _settings and profiles (every profile: a host or port
+    in their settings is a bind too).
     """
     if not isinstance(values, Mapping):
         raise TypeError("vllm_service_var_errors: the input must be a mapping {variable name: value}, got %s"
@@ -36,12 +75,22 @@ def vllm_service_var_errors(values):
     model = v["vllm_service_model"]
     if not isinstance(model, str) or not model.strip():
         errors.append("vllm_service_model must be set: a Hugging Face repo id or an absolute path on the host")
+    for name in ("vllm_service_model", "vllm_service_served_model_name"):
+        text = v.get(name)
+        if isinstance(text, str) and any(brk in text for brk in _LINE_BREAKS):
+            errors.append("%s must be a single line (no CR, LF or NUL: it is written into the profile file), got %s"
+                          % (name, _show(text)))
     host = v["vllm_service_host"]
     if not str(host).strip() or _SPACE.search(str(host)):
         errors.append("vllm_service_host must be an address or host name, got " + json.dumps(host))
     port = v["vllm_service_port"]
     if _int(port) < 1 or _int(port) > 65535:
         errors.append("vllm_service_port must be 1-65535, got %s" % (port,))
+    user = v.get("vllm_service_user")
+    if user == "root":
+        errors.append("vllm_service_user must not be root (vLLM runs a web server and loads model code: it runs as the "
+                      "unprivileged account vllm_install creates), got \"root\"")
+    errors.extend(_bind_errors(v))
     tp_size = v["vllm_service_tensor_parallel_size"]
     if _int(tp_size) < 1:
         errors.append("vllm_service_tensor_parallel_size must be an integer >= 1, got %s" % (tp_size,))
@@ -58,6 +107,28 @@ def vllm_service_var_errors(values):
         errors.append("set only one of vllm_service_api_key and vllm_service_api_key_file")
     elif _length(key_file) > 0 and not v.get("api_key_file_exists"):
         errors.append("vllm_service_api_key_file: no such file on the controller: %s" % (key_file,))
+    return errors
+
+
+def _bind_errors(v):
+    """A port systemd's unprivileged service cannot bind, an API open to the network without a key."""
+    errors = []
+    has_key = _length(v.get("vllm_service_api_key")) > 0 or _length(v.get("vllm_service_api_key_file")) > 0
+    allow_open, error = _typed("vllm_service_allow_open_api", v.get("vllm_service_allow_open_api", False))
+    if error:
+        return [error]
+    for where, host, port in _binds(v):
+        if 1 <= _int(port) < _PRIVILEGED_PORTS:
+            errors.append("%s: port %s is below %d: the unit runs vLLM as an unprivileged user without "
+                          "CAP_NET_BIND_SERVICE, so it cannot bind it; use a port 1024-65535 (and a reverse proxy for 80/443)"
+                          % (where, port, _PRIVILEGED_PORTS))
+        if host is None or not str(host).strip() or _SPACE.search(str(host)):
+            continue  # not an address: refused as such
+        if not _is_loopback(host) and not has_key and not allow_open:
+            errors.append("%s: host %s listens beyond this box with no API key: anyone who reaches it gets an open /v1. "
+                          "Set vllm_service_api_key or vllm_service_api_key_file (the root-only secrets file), bind a "
+                          "loopback address (127.0.0.1, ::1), or set vllm_service_allow_open_api: true to mean it"
+                          % (where, _show(host)))
     return errors
 
 

@@ -10,15 +10,27 @@ tests/unit/data/vllm_verify_cases.yaml) cover every branch.
 """
 from __future__ import annotations
 
+import ipaddress
+import json
 import re
 
 from ansible.errors import AnsibleFilterError
+
+from ansible_collections.gpuhost.inference.plugins.module_utils.gpuhost_values import check as _typed
 
 # The real nvidia-smi; the other power sources are "test double" (simulated watts) and "none".
 REAL_POWER = "nvidia-smi"
 POWER_SOURCES = ("nvidia-smi", "test double", "none")
 # vLLM logs "Automatically detected platform cpu." (older releases, or at DEBUG) and, in 0.28.0 at INFO,
 # the engine's config line "Initializing a V1 LLM engine ... device_config=cpu, ...".
+# The most concurrent requests a verification level sends (vllm_verify_concurrency, _sampled_concurrency): far above
+# any box's max_num_seqs, far below what would only queue requests and time the run out.
+CONCURRENCY_MAX = 1024
+# http(s)://host:port[/path]: a host name, an IPv4 address or a bracketed IPv6 literal, and the port.
+_BASE_URL = re.compile(r"^(?P<scheme>https?)://(?P<host>\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9]([A-Za-z0-9.-]*[A-Za-z0-9])?)"
+                       r":(?P<port>[0-9]{1,5})(?P<path>/[A-Za-z0-9._~/-]*)?$")
+_UNIT = re.compile(r"^[A-Za-z0-9:_][A-Za-z0-9:_.-]*(@[A-Za-z0-9:_.-]+)?\.service$")
+_PLAIN_PATH = re.compile(r"^/[A-Za-z0-9._/-]+$")
 _PLATFORM = re.compile(r"Automatically detected platform (\w+)|\bdevice_config=(\w+)")
 
 
@@ -429,10 +441,12 @@ def vllm_verify_sampling_errors(values):
     values = _dict(values, "vllm_verify_sampling_errors", "its input")
     errors = []
     levels = values.get("vllm_verify_sampled_concurrency")
-    if not isinstance(levels, list) or not all(isinstance(c, int) and not isinstance(c, bool) and c >= 1
+    if not isinstance(levels, list):
+        levels = _typed("vllm_verify_sampled_concurrency", levels)[0]
+    if not isinstance(levels, list) or not all(isinstance(c, int) and not isinstance(c, bool) and 1 <= c <= CONCURRENCY_MAX
                                                for c in levels):
-        errors.append("vllm_verify_sampled_concurrency must be a list of integers >= 1 ([] for no sampled level), "
-                      "got %r" % (levels,))
+        errors.append("vllm_verify_sampled_concurrency must be a list of integers 1-%d ([] for no sampled level; "
+                      "'4' or '2,4' as strings), got %r" % (CONCURRENCY_MAX, values.get("vllm_verify_sampled_concurrency"),))
     temperature = values.get("vllm_verify_sampled_temperature")
     number = _num(temperature)
     if number is None or not 0 < number <= 2:
@@ -516,6 +530,76 @@ def vllm_verify_agent_errors(values):
     return errors
 
 
+def _show(value):
+    try:
+        return json.dumps(value)
+    except (TypeError, ValueError):
+        return repr(value)
+
+
+def _base_url_errors(url):
+    form = ("vllm_verify_base_url must be http(s)://HOST:PORT with an optional /path (HOST a name, an IPv4 address or an "
+            "IPv6 literal in brackets, http://[::1]:8000; PORT 1-65535), got %s")
+    match = _BASE_URL.match(url) if isinstance(url, str) else None
+    if not match or not 1 <= int(match.group("port")) <= 65535:
+        return [form % _show(url)]
+    host = match.group("host")
+    if host.startswith("["):
+        try:
+            if ipaddress.ip_address(host[1:-1]).version != 6:
+                raise ValueError(host)
+        except ValueError:
+            return [form % _show(url)]
+    return []
+
+
+def vllm_verify_var_errors(values):
+    """Messages for vllm_verify's own variables (each names the variable, the allowed forms and the value); [] when fine.
+
+    ``values``: vllm_verify_concurrency, _rounds, _max_tokens, _start_timeout, _soak_seconds, _max_errors,
+    _min_full_context_concurrency, _min_single_stream_tps, _min_aggregate_tps, _power_limit_w, _base_url,
+    _state_dir, _unit_name, _controller_report_dir. Numbers and lists in the forms their argument specs take
+    ('4', '1,2,4', '0.5'); paths and the unit name as they are written into commands and files.
+    """
+    values = _dict(values, "vllm_verify_var_errors", "its input")
+    errors = []
+    typed = {}
+    for name in sorted(values):
+        if name in ("vllm_verify_base_url", "vllm_verify_state_dir", "vllm_verify_unit_name",
+                    "vllm_verify_controller_report_dir"):
+            continue
+        typed[name], error = _typed(name, values[name])
+        if error:
+            errors.append(error)
+    levels = typed.get("vllm_verify_concurrency", [1])
+    if isinstance(levels, list) and (not levels or not all(isinstance(c, int) and 1 <= c <= CONCURRENCY_MAX for c in levels)):
+        errors.append("vllm_verify_concurrency must be a non-empty list of integers 1-%d ('4' or '1,2,4' as strings), got %s"
+                      % (CONCURRENCY_MAX, _show(values.get("vllm_verify_concurrency"))))
+    for name, low in (("vllm_verify_rounds", 1), ("vllm_verify_max_tokens", 1), ("vllm_verify_start_timeout", 1),
+                      ("vllm_verify_soak_seconds", 0), ("vllm_verify_max_errors", 0), ("vllm_verify_power_limit_w", 0),
+                      ("vllm_verify_min_full_context_concurrency", 0), ("vllm_verify_min_single_stream_tps", 0),
+                      ("vllm_verify_min_aggregate_tps", 0)):
+        value = typed.get(name)
+        if isinstance(value, (int, float)) and not isinstance(value, bool) and value < low:
+            errors.append("%s must be >= %s, got %s" % (name, low, _show(values[name])))
+    if "vllm_verify_base_url" in values:
+        errors.extend(_base_url_errors(values["vllm_verify_base_url"]))
+    unit = values.get("vllm_verify_unit_name", "x.service")
+    if not isinstance(unit, str) or not _UNIT.match(unit) or len(unit) > 255:
+        errors.append("vllm_verify_unit_name must be a systemd service name (letters, digits and : _ . - with an optional "
+                      "@instance, ending in .service; not a template), got %s" % _show(unit))
+    state_dir = values.get("vllm_verify_state_dir", "/x")
+    if not isinstance(state_dir, str) or not _PLAIN_PATH.match(state_dir) or ".." in state_dir.split("/"):
+        errors.append("vllm_verify_state_dir must be an absolute path of letters, digits and . _ / - (no spaces, quotes, "
+                      ".. components or line breaks), got %s" % _show(state_dir))
+    report_dir = values.get("vllm_verify_controller_report_dir", "/x")
+    if (not isinstance(report_dir, str) or not report_dir.startswith("/") or report_dir.strip() != report_dir
+            or any(c in report_dir for c in ("\n", "\r", "\x00")) or ".." in report_dir.split("/")):
+        errors.append("vllm_verify_controller_report_dir must be an absolute path on the controller (no line break, NUL, "
+                      ".. component or surrounding spaces), got %s" % _show(report_dir))
+    return errors
+
+
 class FilterModule:
     """vllm_verify's gates, power section, profile GPUs, platform and input checks."""
 
@@ -526,6 +610,7 @@ class FilterModule:
             "vllm_verify_platform": vllm_verify_platform,
             "vllm_verify_gpu_indices": vllm_verify_gpu_indices,
             "vllm_verify_sampling_errors": vllm_verify_sampling_errors,
+            "vllm_verify_var_errors": vllm_verify_var_errors,
             "vllm_verify_agent_errors": vllm_verify_agent_errors,
             "vllm_verify_agent_report": vllm_verify_agent_report,
         }

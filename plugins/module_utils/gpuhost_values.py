@@ -1,17 +1,66 @@
 # -*- coding: utf-8 -*-
 # Copyright: (c) 2026, gpuhost.inference contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""How the collection's checks name a value's type in their messages (one place for every filter).
+"""The collection's one typing path for role variables, and how its checks name a value's type.
 
-Python standard library only, never imports AnsibleModule.
+typed() takes a value as an operator gives it (``-e key=value`` makes every value a string) to the type the
+owner role's meta/argument_specs.yml gives it, with Ansible's own argument spec validator: the same forms
+``validate_argument_spec`` and a role's implicit argument check accept ('2', '0.5', 'yes', '0,1' for a list
+of ints, a scalar for a one-item list). Every role and play uses it through the filters ``typed`` and
+``typed_errors`` (plugins/filter/gpuhost_checks.py), never restating a type.
+
+Also the secret environment variables and settings, refused everywhere but the root-only secrets file.
+Runs on the controller only (filters); never imports AnsibleModule.
 """
 from __future__ import annotations
 
+import functools
+import ipaddress
+import json
+import os
 from collections.abc import Mapping
+
+from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
 
 # bool before int: a bool is an int to isinstance.
 _KINDS = ((bool, "bool"), (int, "int"), (float, "float"), (str, "str"), (Mapping, "dict"), (list, "list"),
           (type(None), "null"))
+
+ROLES_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "roles")
+
+# The types typed() converts to. str/path/raw values are left as given: a path is a path on the target
+# (Ansible's `path` type would expand ~ on the controller), a raw value has its own check.
+CONVERTED = ("int", "float", "bool", "list", "dict", "str")
+
+# The forms each type is taken from (the messages name them).
+FORMS = {
+    "int": "an int (a whole number: 42 or '42')",
+    "float": "a float (a number: 0.5 or '0.5')",
+    "bool": "a bool (true/false, yes/no, on/off, 1/0, as a YAML boolean or a string)",
+    "dict": "a dict (a YAML/JSON mapping, or key=value pairs)",
+    "str": "a str",
+}
+
+# Secrets: the environment variables and vLLM settings that hold a token or key. They belong in the root-only
+# secrets file (vllm_service_config_dir/secrets.env, 0600) that vllm_service writes from these variables.
+SECRET_ENV = {
+    "VLLM_API_KEY": "vllm_service_api_key or vllm_service_api_key_file",
+    "HF_TOKEN": "vllm_service_hf_token or vllm_service_hf_token_file",
+    "HUGGING_FACE_HUB_TOKEN": "vllm_service_hf_token or vllm_service_hf_token_file",
+    "HUGGINGFACE_HUB_TOKEN": "vllm_service_hf_token or vllm_service_hf_token_file",
+    "HF_API_TOKEN": "vllm_service_hf_token or vllm_service_hf_token_file",
+}
+SECRET_SETTINGS = {
+    "api_key": "vllm_service_api_key or vllm_service_api_key_file",
+    "hf_token": "vllm_service_hf_token or vllm_service_hf_token_file",
+}
+
+
+def secret_hint(where_it_belongs):
+    """The end of a message refusing a secret outside the secrets file."""
+    return ("a secret must not be written there (profile files, .env files and unit files are world-readable, "
+            "settings end up on vLLM's command line): set %s, written to the root-only secrets file "
+            "(vllm_service_config_dir/secrets.env, mode 0600)" % where_it_belongs)
 
 
 def type_name(value):
@@ -34,3 +83,107 @@ def as_int(value, default=0):
             return int(float(value))
         except (TypeError, ValueError):
             return default
+
+
+def owner_role(name, roles):
+    """The role owning variable `name`: the longest role name that prefixes it with '_' (None: no role)."""
+    owners = [role for role in roles if str(name).startswith(role + "_")]
+    return max(owners, key=len) if owners else None
+
+
+@functools.lru_cache(maxsize=None)
+def _role_options(role, roles_dir):
+    path = os.path.join(roles_dir, role, "meta", "argument_specs.yml")
+    with open(path, encoding="utf-8") as handle:
+        import yaml  # pylint: disable=import-outside-toplevel  # controller side only (the specs are read there)
+        spec = yaml.safe_load(handle) or {}
+    return spec["argument_specs"]["main"].get("options") or {}
+
+
+def option_spec(name, roles_dir=ROLES_DIR):
+    """The argument spec entry of a role variable (None: not a variable of this collection's roles)."""
+    roles = [entry for entry in os.listdir(roles_dir) if os.path.isdir(os.path.join(roles_dir, entry))]
+    role = owner_role(name, roles)
+    if role is None:
+        return None
+    return _role_options(role, os.path.abspath(roles_dir)).get(str(name))
+
+
+def _plain(value):
+    """Tagged builtins (ansible-core 2.19) and nested containers as plain Python values."""
+    if isinstance(value, bool) or value is None:
+        return value
+    if isinstance(value, int):
+        return int(value)
+    if isinstance(value, float):
+        return float(value)
+    if isinstance(value, str):
+        return str(value)
+    if isinstance(value, Mapping):
+        return {_plain(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    return value
+
+
+def _show(value):
+    try:
+        return json.dumps(_plain(value))
+    except (TypeError, ValueError):
+        return repr(value)
+
+
+def form(spec):
+    """The accepted forms of an option, for messages and docs."""
+    kind = spec.get("type", "raw")
+    if kind == "list":
+        elements = spec.get("elements", "str")
+        text = ("a list of %s (a YAML/JSON list; a single value is a one-item list, a string is split at commas: "
+                "'0,1')" % elements)
+    else:
+        text = FORMS.get(kind, "a value of type %s" % kind)
+    if spec.get("choices"):
+        text += ", one of %s" % ", ".join(str(c) for c in spec["choices"])
+    if "default" not in spec and not spec.get("required"):
+        text += ", or null"
+    return text
+
+
+def check(name, value, spec=None, roles_dir=ROLES_DIR):
+    """(the value as its argument spec types it, error string or None).
+
+    spec: the option's argument spec entry (default: read from the owner role's meta/argument_specs.yml).
+    A value that cannot be converted comes back as given, with the error. Null is accepted where Ansible's
+    validator accepts it: for an option whose spec has no default (or a null one) and is not required.
+    """
+    if spec is None:
+        spec = option_spec(name, roles_dir)
+    if spec is None:
+        return value, None
+    kind = spec.get("type", "raw")
+    if kind not in CONVERTED:
+        return value, None
+    one = {k: v for k, v in spec.items() if k in ("type", "elements", "choices", "default", "required")}
+    one.pop("required", None)
+    if kind == "list" and value is not None and not isinstance(value, (list, tuple, str, int, float, bool)):
+        return value, "%s must be %s, got %s (%s)" % (name, form(spec), _show(value), type_name(value))
+    result = ArgumentSpecValidator({"x": one}).validate({"x": _plain(value)})
+    if result.error_messages:
+        return value, "%s must be %s, got %s (%s)" % (name, form(spec), _show(value), type_name(value))
+    return result.validated_parameters["x"], None
+
+
+def typed(name, value, roles_dir=ROLES_DIR):
+    """The value as its argument spec types it (as given when it cannot be converted: the checks refuse it)."""
+    return check(name, value, roles_dir=roles_dir)[0]
+
+
+def is_loopback(host):
+    """True when a bind address only listens on the box: localhost, 127.0.0.0/8, ::1."""
+    text = str(host).strip().strip("[]") if host is not None else ""
+    if text.lower() in ("localhost", "localhost.localdomain", "ip6-localhost"):
+        return True
+    try:
+        return ipaddress.ip_address(text).is_loopback
+    except ValueError:
+        return False

@@ -61,6 +61,24 @@ CASES = [
     ("description_line_separator",
      {"vllm_service_extra_profiles": {"evil": {"description": "lab\u2028api-key: x", "settings": {}}}},
      ["profile 'evil'", "description", "vllm_service_extra_profiles", "single line", "U+2028"]),
+    # What operators type (issue 21): each class refused in play 1 (the filters' unit tests tie these messages).
+    ("type_not_an_int", {"vllm_service_port": "80x"}, ["vllm_service_port", "int", "80x"]),
+    ("gpus_scalar_absent", {"nvidia_power_gpus": "10"}, ["nvidia_power_gpus", "GPU 10", "0, 1"]),
+    ("secret_in_environment", {"vllm_service_environment": {"HF_TOKEN": "hf_x"}},
+     ["HF_TOKEN", "vllm_service_hf_token", "root-only secrets file"]),
+    ("secret_in_profile_settings", {"vllm_service_extra_profiles": {"lab": {"settings": {"hf-token": "hf_x"}}}},
+     ["profile 'lab'", "hf-token", "vllm_service_hf_token"]),
+    ("open_api_no_key", {"vllm_service_host": "0.0.0.0", "vllm_service_api_key": ""},
+     ["vllm_service_host", "no API key", "vllm_service_allow_open_api"]),
+    ("service_user_root", {"vllm_service_user": "root"}, ["vllm_service_user must not be root"]),
+    ("port_privileged", {"vllm_service_port": 80}, ["port 80 is below 1024", "CAP_NET_BIND_SERVICE"]),
+    ("unit_template", {"vllm_service_unit_name": "vllm@.service", "nvidia_power_before_units": ["vllm.service"]},
+     ["vllm_service_unit_name", "is a template"]),
+    ("power_unit_like_model_unit", {"nvidia_power_unit_name": "vllm.service"},
+     ["nvidia_power_unit_name must differ", "vllm_service_unit_name"]),
+    ("model_line_break", {"vllm_service_served_model_name": "lab\nx"}, ["vllm_service_served_model_name", "single line"]),
+    ("verify_base_url_ipv6_unbracketed", {"vllm_verify_base_url": "http://::1:8000"}, ["vllm_verify_base_url", "brackets"]),
+    ("verify_concurrency_absurd", {"vllm_verify_concurrency": [100000]}, ["vllm_verify_concurrency", "1-1024"]),
 ]
 
 FAIL_LINE = re.compile(r"^(?:fatal|failed): \[(?P<host>[^\]]+)\](?: \(item=[^)]*\))?(?:: FAILED!)? => ", re.M)

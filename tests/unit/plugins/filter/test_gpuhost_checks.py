@@ -82,7 +82,7 @@ def test_does_not_change_its_input():
 
 
 def test_filter_registered():
-    assert FilterModule().filters() == {"unit_value_errors": unit_value_errors}
+    assert set(FilterModule().filters()) == {"unit_value_errors", "typed", "typed_errors", "url_host"}
 
 
 # --- the bad-input matrix -----------------------------------------------------------------------
@@ -98,6 +98,7 @@ MATRIX = {
     "before_unit_bad": ("nvidia_power_before_units", "unit", {}),
     "user_name_bad": ("vllm_service_user", "user", {}),
     "unit_extra_setting_cr": ("vllm_service_unit_extra_settings", "directives", {}),
+    "unit_template": ("vllm_service_unit_name", "unit", {"types": ["service"]}),
 }
 
 
@@ -119,6 +120,16 @@ def test_matrix_multi_line_description_gets_the_message_it_looks_for():
     bad, expected = matrix_cases()["description_line_separator"]
     profiles = bad["vllm_service_extra_profiles"]
     errors = vllm_profile_errors(profiles, ["--max-num-seqs"], sorted(profiles)[0])
+    assert len(errors) == 1, errors
+    missing = [s for s in expected if s not in errors[0]]
+    assert not missing, "the matrix looks for %r, the message is %r" % (missing, errors[0])
+
+
+def test_matrix_type_case_gets_the_message_it_looks_for():
+    from ansible_collections.gpuhost.inference.plugins.filter.gpuhost_checks import typed_errors
+
+    bad, expected = matrix_cases()["type_not_an_int"]
+    errors = typed_errors(bad)
     assert len(errors) == 1, errors
     missing = [s for s in expected if s not in errors[0]]
     assert not missing, "the matrix looks for %r, the message is %r" % (missing, errors[0])

@@ -87,14 +87,22 @@ def test_a_mapping_is_not_a_gpu_list():
         np.nvidia_power_plan({"index": 0}, [], 250, {})
 
 
+@pytest.mark.parametrize("case", CASES["unit"], ids=case_ids(CASES["unit"]))
+def test_unit_errors(case):
+    assert_errors_match(np.nvidia_power_unit_errors(case["unit_name"], case["before_units"], case["model_unit_name"]),
+                        case["expect_errors"])
+
+
 def test_filters_registered():
     assert set(np.FilterModule().filters()) == {
         "nvidia_power_plan", "nvidia_power_groups", "nvidia_power_drift", "nvidia_power_result",
-        "nvidia_power_defaults_record", "nvidia_power_restore_plan", "nvidia_power_restore_left"}
+        "nvidia_power_defaults_record", "nvidia_power_restore_plan", "nvidia_power_restore_left",
+        "nvidia_power_unit_errors"}
 
 
 # --- the bad-input matrix: the lab box has GPUs 0 and 1, 100-350 W (tests/doubles/nvidia_smi_mock.py) ---
-MATRIX = ["limit_above_max", "limit_below_min", "gpu_limit_above_max", "gpu_index_absent", "gpus_index_absent"]
+MATRIX = ["limit_above_max", "limit_below_min", "gpu_limit_above_max", "gpu_index_absent", "gpus_index_absent",
+          "gpus_scalar_absent"]
 
 
 @pytest.mark.parametrize("name", MATRIX)

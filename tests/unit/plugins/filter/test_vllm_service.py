@@ -33,7 +33,8 @@ def test_filter_registered():
     assert FilterModule().filters() == {"vllm_service_var_errors": vllm_service_var_errors}
 
 
-@pytest.mark.parametrize("name", ["port_out_of_range", "empty_model", "api_key_file_missing"])
+@pytest.mark.parametrize("name", ["port_out_of_range", "empty_model", "api_key_file_missing", "open_api_no_key",
+                                  "service_user_root", "port_privileged", "model_line_break"])
 def test_matrix_case_gets_the_message_it_looks_for(name):
     bad, expected = matrix_cases()[name]
     errors = vllm_service_var_errors(dict(BASE, **bad))

@@ -13,7 +13,9 @@ import pytest
 from ansible.errors import AnsibleFilterError
 from ansible_collections.gpuhost.inference.plugins.filter import vllm_verify as vf
 
+from ansible_collections.gpuhost.inference.tests.unit.asserts import assert_errors_match
 from ansible_collections.gpuhost.inference.tests.unit.paths import FIXTURES, load_cases, case_ids
+from ansible_collections.gpuhost.inference.tests.unit.plugins.filter.matrix import matrix_cases
 
 CASES = load_cases("vllm_verify_cases.yaml")
 
@@ -104,6 +106,20 @@ def test_sampling_errors(case):
         assert len(errors) == case["count"], errors
 
 
+@pytest.mark.parametrize("case", CASES["var_errors"], ids=case_ids(CASES["var_errors"]))
+def test_var_errors(case):
+    assert_errors_match(vf.vllm_verify_var_errors(dict(CASES["var_errors_base"], **case["values"])), case["expect_errors"])
+
+
+@pytest.mark.parametrize("name", ["verify_base_url_ipv6_unbracketed", "verify_concurrency_absurd"])
+def test_var_errors_matrix_case_gets_the_message_it_looks_for(name):
+    bad, expected = matrix_cases()[name]
+    errors = vf.vllm_verify_var_errors(dict(CASES["var_errors_base"], **bad))
+    assert len(errors) == 1, errors
+    missing = [s for s in expected if s not in errors[0]]
+    assert not missing, "matrix case %s looks for %r, the message is %r" % (name, missing, errors[0])
+
+
 @pytest.mark.parametrize("case", CASES["agent_errors"], ids=case_ids(CASES["agent_errors"]))
 def test_agent_errors(case):
     errors = vf.vllm_verify_agent_errors(case["values"])
@@ -133,4 +149,4 @@ def test_agent_report_of_a_level():
 def test_filters_are_registered():
     assert set(vf.FilterModule().filters()) == {
         "vllm_verify_gates", "vllm_verify_power", "vllm_verify_platform", "vllm_verify_gpu_indices",
-        "vllm_verify_sampling_errors", "vllm_verify_agent_errors", "vllm_verify_agent_report"}
+        "vllm_verify_sampling_errors", "vllm_verify_agent_errors", "vllm_verify_agent_report", "vllm_verify_var_errors"}

@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# The watchdog on the real server of a converged box (make demo, or the e2e box): time from a frozen engine
+# (SIGSTOP of VLLM::EngineCore) to serving again over a few trials, and the check's own CPU time and memory.
+#   benchmarks/watchdog_recovery.sh BOX [--trials N] [--stall-seconds S] [--streams N] [--cost-runs N] [--json]
+# Converge with a short period first for figures that do not wait minutes, e.g.
+#   ansible-playbook -i inventories/demo site.yml -e vllm_service_watchdog_period=5 -e vllm_service_watchdog_stall_seconds=30
+# (benchmarks/watchdog_recovery.py runs inside the box; it restores the box's watchdog config at the end).
+set -euo pipefail
+# shellcheck source=scripts/lab-env.sh
+. "$(dirname "$0")/../scripts/lab-env.sh"
+box=${1:?usage: watchdog_recovery.sh BOX [--trials N] [--stall-seconds S] [--streams N] [--cost-runs N] [--json]}
+shift
+dir=/var/tmp/gpuhost-bench-watchdog
+podman exec "$box" mkdir -p "$dir"
+podman cp "$REPO_ROOT/benchmarks/watchdog_recovery.py" "$box:$dir/watchdog_recovery.py"
+step "watchdog in $box: freeze -> serving again, and the check's cost"
+status=0
+podman exec "$box" python3 "$dir/watchdog_recovery.py" "$@" || status=$?
+podman exec "$box" rm -rf "$dir"
+exit "$status"

@@ -1,0 +1,605 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, gpuhost.inference contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The vLLM watchdog: is the engine making forward progress? And: no orphaned workers at start.
+
+Python standard library only and free of any import from the collection, because vllm_service
+copies this one file to the box (/usr/local/lib/gpuhost-inference/vllm_watchdog.py) where the
+watchdog's root oneshot unit runs it with the system python3 every period:
+
+    python3 vllm_watchdog.py check --config /etc/vllm/watchdog.json   # one check (the timer's unit)
+    python3 vllm_watchdog.py status --config /etc/vllm/watchdog.json  # print config + state, read-only
+    python3 vllm_watchdog.py orphans --unit vllm.service              # the vLLM unit's ExecStartPre
+
+The judging is one pure function, ``judge(state, sample, settings) -> (state, decision)``, fed with
+what one check saw (the unit's systemctl properties, /health, /metrics, the canary's answer) and
+unit-tested over recorded /metrics sequences (tests/unit/data/vllm_watchdog_cases.yaml). Its rules:
+
+stalled       work is pending (vllm:num_requests_running + vllm:num_requests_waiting > 0) and none
+              of the progress counters (PROGRESS: generated and prompt tokens, engine steps,
+              finished requests) has moved for ``stall_seconds`` (counted from the later of the last
+              move and the moment work became pending). The engine steps counter
+              (vllm:iteration_tokens_total_count) moves at every scheduler step, also during a long
+              chunked prefill when no token counter moves yet: slow-but-moving is not stalled.
+unresponsive  /health or /metrics did not answer 200 within ``timeout`` ``unresponsive_checks``
+              checks in a row.
+silent        nothing pending and no progress for ``canary_interval`` seconds: one tiny completion
+              (max_tokens 1) is sent and must be answered within ``canary_timeout``; ``canary_failures``
+              failed canaries in a row are a verdict. Never sent while work is pending (so it cannot
+              misfire under load), nor when real traffic moved the counters recently.
+
+Nothing counts before the first readiness (/health and /metrics answer 200) of the unit's current
+invocation (systemd's InvocationID): model loading, a weights download or a restart never look like
+a stall. A verdict restarts the unit (the whole cgroup goes) unless ``max_restarts`` restarts were
+made in the last hour: then the watchdog holds, logs at crit at every check, and acts again when
+the hour has passed. The restart is `systemctl kill --signal=SIGKILL` then `systemctl restart`: a hung
+engine cannot stop gracefully, and SIGTERM would wait TimeoutStopSec for nothing. ``dry_run`` judges and logs, never restarts.
+"""
+from __future__ import annotations
+
+import argparse
+import copy
+import http.client
+import json
+import math
+import os
+import re
+import shlex
+import signal
+import subprocess
+import sys
+import time
+from urllib.parse import urlsplit
+
+__all__ = [
+    "DEFAULTS",
+    "PENDING",
+    "PROGRESS",
+    "find_orphans",
+    "judge",
+    "observe",
+    "parse_metrics",
+    "read_env_value",
+]
+
+# The counters whose movement is forward progress (summed over their label sets).
+PROGRESS = (
+    "vllm:generation_tokens_total",
+    "vllm:prompt_tokens_total",
+    "vllm:iteration_tokens_total_count",
+    "vllm:request_success_total",
+)
+PENDING = ("vllm:num_requests_running", "vllm:num_requests_waiting")
+DEFAULTS = {
+    "period": 15,
+    "stall_seconds": 120,
+    "timeout": 10,
+    "unresponsive_checks": 3,
+    "canary_interval": 300,
+    "canary_timeout": 60,
+    "canary_failures": 2,
+    "max_restarts": 3,
+    "restart_window": 3600,
+    "dry_run": False,
+}
+UNIT_PROPS = ("ActiveState", "SubState", "InvocationID", "ActiveEnterTimestamp", "NRestarts", "MainPID")
+CANARY_PROMPT = "ping"
+STATE_VERSION = 1
+# syslog priorities as journald reads them from a line's "<N>" prefix
+CRIT, ERR, WARNING, NOTICE, INFO = 2, 3, 4, 5, 6
+LEVELS = {"crit": CRIT, "err": ERR, "warning": WARNING, "notice": NOTICE, "info": INFO}
+
+_SAMPLE = re.compile(r"^([A-Za-z_:][A-Za-z0-9_:]*)(\{[^}]*\})?\s+(\S+)")
+
+
+# -- /metrics ------------------------------------------------------------------------------------
+
+def parse_metrics(text, names=PROGRESS + PENDING):
+    """Prometheus text -> {name: value summed over its label sets} for the ``names`` present."""
+    wanted = set(names)
+    out = {}
+    for line in text.splitlines():
+        if not line or line[0] == "#":
+            continue
+        m = _SAMPLE.match(line)
+        if m is None or m.group(1) not in wanted:
+            continue
+        try:
+            value = float(m.group(3))
+        except ValueError:
+            continue
+        if math.isnan(value):
+            continue
+        out[m.group(1)] = out.get(m.group(1), 0.0) + value
+    return out
+
+
+def observe(text):
+    """/metrics text -> {running, waiting, pending, counters: {name: value}} (missing gauges: 0)."""
+    values = parse_metrics(text)
+    running = int(values.get("vllm:num_requests_running", 0))
+    waiting = int(values.get("vllm:num_requests_waiting", 0))
+    counters = {name: values[name] for name in PROGRESS if name in values}
+    return {"running": running, "waiting": waiting, "pending": running + waiting, "counters": counters}
+
+
+# -- judging -------------------------------------------------------------------------------------
+
+def _fresh_invocation(st, invocation):
+    st.update({
+        "invocation": invocation,
+        "ready": False,
+        "ready_at": None,
+        "counters": None,
+        "progress_at": None,
+        "pending_since": None,
+        "last_activity": None,
+        "fails": 0,
+        "canary_fails": 0,
+        "last_canary_at": None,
+        "last_canary": None,
+    })
+
+
+def new_state():
+    st = {"version": STATE_VERSION, "restarts": [], "restarts_total": 0, "last_verdict": None,
+          "held": False, "checks": 0}
+    _fresh_invocation(st, None)
+    return st
+
+
+def _moved(before, after):
+    """Did any progress counter change (a counter present only on one side counts as a change)?"""
+    if before is None:
+        return False
+    return any(before.get(name) != after.get(name) for name in set(before) | set(after))
+
+
+def judge(state, sample, settings):
+    """One check: (the previous state, what this check saw, the settings) -> (new state, decision).
+
+    ``sample``: {now: monotonic s, wall: epoch s, unit: {ActiveState, InvocationID, ...},
+    health: {ok, status, error}, metrics: {ok, status, error, running, waiting, pending, counters},
+    canary: None or {ok, status, error, seconds}}.
+
+    ``decision``: {action: none | canary | restart | hold, phase, note, verdict: None or {rule, ...}}.
+    ``canary`` asks the caller to send the canary and judge the same sample again with its answer.
+    The input state is not changed.
+    """
+    cfg = dict(DEFAULTS)
+    cfg.update({k: v for k, v in (settings or {}).items() if v is not None})
+    st = copy.deepcopy(state) if state else new_state()
+    for key, value in new_state().items():
+        st.setdefault(key, value)
+    now = float(sample["now"])
+    wall = float(sample.get("wall", now))
+    unit = sample.get("unit") or {}
+    st["checks"] = int(st.get("checks", 0)) + 1
+    st["last_check_at"] = wall
+
+    def decide(action, phase, note, verdict=None, level="info"):
+        if phase != st.get("phase") and level == "info":
+            level = "notice"  # a change of phase is worth a line in the journal
+        st["phase"] = phase
+        st["note"] = note
+        return st, {"action": action, "phase": phase, "note": note, "verdict": verdict, "level": level}
+
+    if unit.get("ActiveState") != "active":
+        # stopped by a person, failed, or systemd restarting it: systemd's business, not ours
+        if st.get("invocation") != unit.get("InvocationID"):
+            _fresh_invocation(st, unit.get("InvocationID") or None)
+        return decide("none", "down", "the unit is %s/%s: nothing to judge" % (
+            unit.get("ActiveState", "?"), unit.get("SubState", "?")))
+
+    invocation = unit.get("InvocationID") or None
+    if invocation != st.get("invocation"):
+        _fresh_invocation(st, invocation)
+
+    health = sample.get("health") or {}
+    metrics = sample.get("metrics") or {}
+    answered = bool(health.get("ok")) and bool(metrics.get("ok"))
+
+    if not st["ready"]:
+        if not answered:
+            return decide("none", "starting", "not ready yet (/health %s, /metrics %s): nothing counts before the "
+                          "first readiness" % (health.get("status") or health.get("error") or "-",
+                                               metrics.get("status") or metrics.get("error") or "-"))
+        st.update({"ready": True, "ready_at": wall, "counters": metrics.get("counters") or {},
+                   "progress_at": now, "last_activity": now, "fails": 0, "canary_fails": 0})
+        st["pending_since"] = now if metrics.get("pending", 0) > 0 else None
+        return decide("none", "ready", "ready: /health and /metrics answer; watching from now on")
+
+    verdict = None
+    action = "none"
+    note = "ok"
+    level = "info"
+    if not answered:
+        level = "warning"
+        st["fails"] = int(st.get("fails", 0)) + 1
+        note = "no answer %d time(s) in a row (need %d): /health %s, /metrics %s" % (
+            st["fails"], cfg["unresponsive_checks"], health.get("status") or health.get("error") or "-",
+            metrics.get("status") or metrics.get("error") or "-")
+        if st["fails"] >= int(cfg["unresponsive_checks"]):
+            verdict = {"rule": "unresponsive", "checks_in_a_row": st["fails"], "timeout_s": cfg["timeout"],
+                       "health": health, "metrics": {k: metrics.get(k) for k in ("ok", "status", "error")}}
+    else:
+        st["fails"] = 0
+        counters = metrics.get("counters") or {}
+        pending = int(metrics.get("pending", 0))
+        if _moved(st.get("counters"), counters):
+            st["progress_at"] = now
+            st["last_activity"] = now
+            st["canary_fails"] = 0
+        if pending > 0:
+            if st.get("pending_since") is None:
+                st["pending_since"] = now
+            since = max(st["progress_at"], st["pending_since"])
+            still = now - since
+            note = "%d pending, progress %.0f s ago" % (pending, still)
+            if still >= float(cfg["stall_seconds"]) / 2:
+                level = "warning"  # half-way to a verdict: the journal shows it coming
+            if still >= float(cfg["stall_seconds"]):
+                verdict = {"rule": "stalled", "pending": pending, "running": metrics.get("running", 0),
+                           "waiting": metrics.get("waiting", 0), "stalled_s": round(still, 1),
+                           "stall_seconds": cfg["stall_seconds"], "counters": counters,
+                           "unchanged_since": round(wall - still, 3)}
+        else:
+            st["pending_since"] = None
+            canary = sample.get("canary")
+            quiet = now - max(st["last_activity"], st.get("last_canary_at") or 0.0)
+            if canary is not None:
+                st["last_canary_at"] = now
+                st["last_canary"] = dict(canary, at=wall)
+                status = canary.get("status") or 0
+                level = "notice"
+                if canary.get("ok"):
+                    st["canary_fails"] = 0
+                    st["last_activity"] = now
+                    note = "idle; the canary was answered in %s s" % canary.get("seconds")
+                elif 400 <= status < 500:
+                    note = "idle; the canary was refused with %s (%s): it proves nothing, not counted" % (
+                        status, canary.get("error"))
+                else:
+                    level = "warning"
+                    st["canary_fails"] = int(st.get("canary_fails", 0)) + 1
+                    note = "idle; the canary failed %d time(s) in a row (need %d): %s" % (
+                        st["canary_fails"], cfg["canary_failures"], canary.get("error") or status)
+                    if st["canary_fails"] >= int(cfg["canary_failures"]):
+                        verdict = {"rule": "silent", "canary_failures": st["canary_fails"],
+                                   "canary": canary, "canary_timeout_s": cfg["canary_timeout"],
+                                   "counters": counters,
+                                   "quiet_s": round(now - st["last_activity"], 1)}
+            elif st.get("canary_fails", 0) > 0 or quiet >= float(cfg["canary_interval"]):
+                action = "canary"
+                note = "idle for %.0f s: a canary is due" % quiet
+            else:
+                note = "idle"
+        st["counters"] = counters
+
+    if verdict is None:
+        st["held"] = False
+        return decide(action, "watching", note, level=level)
+
+    window = float(cfg["restart_window"])
+    recent = [t for t in st.get("restarts", []) if wall - t < window]
+    st["restarts"] = recent
+    verdict.update({"at": wall, "invocation": st.get("invocation"), "ready_at": st.get("ready_at"),
+                    "restarts_last_hour": len(recent), "max_restarts": cfg["max_restarts"]})
+    if cfg.get("dry_run"):
+        verdict["action"] = "dry_run"
+        action = "none"
+    elif len(recent) >= int(cfg["max_restarts"]):
+        verdict["action"] = "held"
+        st["held"] = True
+        action = "hold"
+    else:
+        verdict["action"] = "restart"
+        st["restarts"] = recent + [wall]
+        st["restarts_total"] = int(st.get("restarts_total", 0)) + 1
+        verdict["restarts_last_hour"] = len(st["restarts"])
+        st["held"] = False
+        action = "restart"
+        # the next check starts over: a restarted unit is judged only after it is ready again
+        _fresh_invocation(st, "restarting")
+    st["last_verdict"] = verdict
+    return decide(action, "verdict", "%s: %s" % (verdict["rule"], note), verdict, "err")
+
+
+# -- the box -------------------------------------------------------------------------------------
+
+def read_env_value(path, key):
+    """``key``'s value from an env file as systemd reads it (the last assignment wins); '' when absent."""
+    try:
+        with open(path, encoding="utf-8") as fh:
+            lines = fh.read().splitlines()
+    except (OSError, TypeError):
+        return ""
+    for line in reversed(lines):
+        line = line.strip()
+        if line.startswith("export "):
+            line = line[len("export "):].lstrip()
+        if line.startswith(key + "="):
+            value = line.split("=", 1)[1]
+            try:
+                parts = shlex.split(value)
+            except ValueError:
+                parts = [value]
+            return parts[0] if parts else ""
+    return ""
+
+
+def http_get(base_url, path, timeout, key="", payload=None):
+    """One request -> {ok, status, error, body, seconds}; never raises."""
+    parts = urlsplit(base_url)
+    cls = http.client.HTTPSConnection if parts.scheme == "https" else http.client.HTTPConnection
+    headers = {"Accept": "application/json"}
+    if key:
+        headers["Authorization"] = "Bearer " + key
+    body = None
+    if payload is not None:
+        body = json.dumps(payload).encode("utf-8")
+        headers["Content-Type"] = "application/json"
+    t0 = time.monotonic()
+    conn = cls(parts.hostname, parts.port, timeout=timeout)
+    try:
+        conn.request("POST" if body is not None else "GET", parts.path.rstrip("/") + path, body=body, headers=headers)
+        resp = conn.getresponse()
+        data = resp.read()
+        status = resp.status
+        err = None if status == 200 else "HTTP %d: %s" % (status, data[:200].decode("utf-8", "replace"))
+        return {"ok": status == 200, "status": status, "error": err, "body": data.decode("utf-8", "replace"),
+                "seconds": round(time.monotonic() - t0, 3)}
+    except (OSError, http.client.HTTPException) as exc:
+        kind = "timeout" if isinstance(exc, (TimeoutError, OSError)) and "timed out" in str(exc) else "no answer"
+        return {"ok": False, "status": 0, "error": "%s after %.1f s: %s" % (kind, time.monotonic() - t0, exc),
+                "body": "", "seconds": round(time.monotonic() - t0, 3)}
+    finally:
+        conn.close()
+
+
+def unit_props(unit):
+    out = subprocess.run(["systemctl", "show", "-p", ",".join(UNIT_PROPS), "--", unit],
+                         capture_output=True, text=True, check=False).stdout
+    return dict(line.split("=", 1) for line in out.splitlines() if "=" in line)
+
+
+def log(priority, message, data=None):
+    """One journal line (journald reads the <N> prefix of a unit's stdout as the priority)."""
+    line = "<%d>vllm-watchdog: %s" % (priority, message)
+    if data is not None:
+        line += " " + json.dumps(data, sort_keys=True, default=str)
+    print(line, flush=True)
+
+
+def load_json(path, default=None):
+    try:
+        with open(path, encoding="utf-8") as fh:
+            return json.load(fh)
+    except (OSError, ValueError):
+        return default
+
+
+def save_json(path, data):
+    tmp = path + ".tmp"
+    with open(tmp, "w", encoding="utf-8") as fh:
+        json.dump(data, fh, indent=1, sort_keys=True, default=str)
+        fh.write("\n")
+    os.replace(tmp, path)
+
+
+def canary(base_url, key, timeout):
+    """A one-token completion to the first served model -> {ok, status, error, seconds}."""
+    t0 = time.monotonic()
+    models = http_get(base_url, "/v1/models", timeout, key)
+    model = None
+    if models["ok"]:
+        try:
+            model = (json.loads(models["body"]).get("data") or [{}])[0].get("id")
+        except (ValueError, AttributeError, IndexError):
+            model = None
+    if model is None:
+        return {"ok": False, "status": models["status"], "error": "GET /v1/models: %s" % (
+            models["error"] or "no model listed"), "seconds": models["seconds"]}
+    left = max(1.0, timeout - (time.monotonic() - t0))
+    res = http_get(base_url, "/v1/completions", left, key,
+                   {"model": model, "prompt": CANARY_PROMPT, "max_tokens": 1, "temperature": 0})
+    return {"ok": res["ok"], "status": res["status"], "error": res["error"],
+            "seconds": round(time.monotonic() - t0, 3)}
+
+
+def check(config):
+    """One check on the box: sample, judge, act, save, log. Returns the exit status (0)."""
+    settings = {k: config.get(k) for k in DEFAULTS}
+    unit = config["unit"]
+    state_file = config["state_file"]
+    state = load_json(state_file)
+    if not isinstance(state, dict) or state.get("version") != STATE_VERSION:
+        state = new_state()
+    props = unit_props(unit)
+    sample = {"now": time.monotonic(), "wall": time.time(), "unit": props}
+    timeout = float(settings["timeout"] or DEFAULTS["timeout"])
+    if props.get("ActiveState") == "active":
+        base = config["base_url"]
+        sample["health"] = {k: v for k, v in http_get(base, "/health", timeout).items() if k != "body"}
+        got = http_get(base, "/metrics", timeout)
+        sample["metrics"] = {k: v for k, v in got.items() if k != "body"}
+        if got["ok"]:
+            sample["metrics"].update(observe(got["body"]))
+    new, decision = judge(state, sample, settings)
+    if decision["action"] == "canary":
+        key = read_env_value(config.get("key_file"), "VLLM_API_KEY")
+        sample["canary"] = canary(config["base_url"], key, float(settings["canary_timeout"] or 60))
+        new, decision = judge(state, sample, settings)
+    new["settings"] = settings
+    new["unit"] = unit
+    new["last_sample"] = {k: sample.get(k) for k in ("health", "metrics", "canary")}
+    new["last_decision"] = decision
+    verdict = decision["verdict"]
+    if verdict is not None:
+        if decision["action"] == "hold":
+            log(CRIT, "VERDICT %s on %s, but %d restarts were made in the last hour (max_restarts %s): NOT "
+                "restarting; a person must look (journalctl -u %s)" % (
+                    verdict["rule"], unit, verdict["restarts_last_hour"], settings["max_restarts"], unit), verdict)
+        elif decision["action"] == "restart":
+            log(ERR, "VERDICT %s: restarting %s (restart %d in the last hour, %d in all)" % (
+                verdict["rule"], unit, verdict["restarts_last_hour"], new["restarts_total"]), verdict)
+        else:
+            log(WARNING, "VERDICT %s (dry run: not restarting %s)" % (verdict["rule"], unit), verdict)
+    else:
+        log(LEVELS[decision["level"]], decision["note"],
+            sample.get("canary") if sample.get("canary") is not None else None)
+    save_json(state_file, new)
+    if decision["action"] == "restart":
+        # A hung engine cannot stop gracefully: SIGKILL to the whole cgroup first (systemd's SIGTERM would wait
+        # TimeoutStopSec for it), then a restart, which also clears what is left.
+        subprocess.run(["systemctl", "kill", "--signal=SIGKILL", "--", unit], capture_output=True, text=True,
+                       check=False, timeout=30)
+        res = subprocess.run(["systemctl", "restart", "--", unit], capture_output=True, text=True, check=False,
+                             timeout=float(config.get("restart_timeout") or 600))
+        if res.returncode != 0:
+            log(ERR, "systemctl restart %s failed (%d): %s" % (unit, res.returncode, res.stderr.strip()))
+        else:
+            log(NOTICE, "%s restarted" % unit, unit_props(unit))
+    return 0
+
+
+def status(config):
+    """{config, state, timer: {UnitFileState, ActiveState}} (read-only)."""
+    timer = config.get("timer")
+    out = {"config": config, "state": load_json(config.get("state_file") or "", None), "timer": {}}
+    if timer:
+        res = subprocess.run(["systemctl", "show", "-p", "UnitFileState,ActiveState,LastTriggerUSec", "--", timer],
+                             capture_output=True, text=True, check=False).stdout
+        out["timer"] = dict(line.split("=", 1) for line in res.splitlines() if "=" in line)
+    print(json.dumps(out, indent=1, sort_keys=True, default=str))
+    return 0
+
+
+# -- orphans ------------------------------------------------------------------------------------
+
+def _read(path):
+    try:
+        with open(path, "rb") as fh:
+            return fh.read().decode("utf-8", "replace")
+    except OSError:
+        return None
+
+
+def cgroup_of(text):
+    """The systemd cgroup path of a /proc/PID/cgroup text (v1 name=systemd line, else the v2 0:: line)."""
+    if not text:
+        return None
+    v2 = None
+    for line in text.splitlines():
+        parts = line.split(":", 2)
+        if len(parts) != 3:
+            continue
+        if parts[1] == "name=systemd":
+            return parts[2]
+        if parts[0] == "0" and parts[1] == "":
+            v2 = parts[2]
+    return v2
+
+
+def find_orphans(uid, own_cgroup, proc="/proc", prefix="VLLM::", self_pid=None):
+    """Processes of ``uid`` whose name or argv[0] starts with ``prefix`` and whose cgroup is outside
+    ``own_cgroup`` (the unit's) -> [{pid, name, cmdline, cgroup}], by pid."""
+    found = []
+    for entry in os.listdir(proc):
+        if not entry.isdigit() or (self_pid is not None and int(entry) == self_pid):
+            continue
+        base = os.path.join(proc, entry)
+        status_text = _read(os.path.join(base, "status"))
+        if status_text is None:
+            continue
+        fields = dict(line.split(":", 1) for line in status_text.splitlines() if ":" in line)
+        try:
+            puid = int(fields.get("Uid", "").split()[0])
+        except (IndexError, ValueError):
+            continue
+        if puid != uid:
+            continue
+        name = fields.get("Name", "").strip()
+        cmdline = (_read(os.path.join(base, "cmdline")) or "").replace("\0", " ").strip()
+        if not (name.startswith(prefix) or cmdline.startswith(prefix)):
+            continue
+        cgroup = cgroup_of(_read(os.path.join(base, "cgroup")))
+        if own_cgroup and cgroup is not None and (cgroup == own_cgroup or cgroup.startswith(own_cgroup + "/")):
+            continue
+        found.append({"pid": int(entry), "name": name, "cmdline": cmdline[:200], "cgroup": cgroup})
+    return sorted(found, key=lambda p: p["pid"])
+
+
+def _alive(pid):
+    text = _read("/proc/%d/status" % pid)
+    if text is None:
+        return False
+    return "\nState:\tZ" not in text
+
+
+def orphans(args):
+    """ExecStartPre of the vLLM unit: report (and end) the service user's VLLM:: workers outside this unit."""
+    uid = os.getuid()
+    own = cgroup_of(_read("/proc/self/cgroup"))
+    found = find_orphans(uid, own, self_pid=os.getpid())
+    if not found:
+        return 0
+    pids = [p["pid"] for p in found]
+    for p in found:
+        log(WARNING, "orphaned vLLM worker of uid %d outside %s: pid %d %s (cgroup %s)" % (
+            uid, args.unit, p["pid"], p["cmdline"] or p["name"], p["cgroup"]))
+    if args.mode == "refuse":
+        log(ERR, "refusing to start %s: orphaned vLLM workers still hold their memory: pids %s (end them: kill -9 %s)"
+            % (args.unit, pids, " ".join(map(str, pids))))
+        return 1
+    if args.mode == "report":
+        return 0
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        for pid in pids:
+            try:
+                os.kill(pid, sig)
+                if sig == signal.SIGTERM:
+                    os.kill(pid, signal.SIGCONT)  # a stopped (frozen) process takes SIGTERM only when it runs
+            except OSError:
+                pass
+        end = time.monotonic() + args.grace
+        while time.monotonic() < end and any(_alive(pid) for pid in pids):
+            time.sleep(0.2)
+        pids = [pid for pid in pids if _alive(pid)]
+        if not pids:
+            break
+    if pids:
+        log(ERR, "refusing to start %s: orphaned vLLM workers survived SIGKILL: pids %s" % (args.unit, pids))
+        return 1
+    log(NOTICE, "ended %d orphaned vLLM worker(s) before starting %s: pids %s" % (
+        len(found), args.unit, [p["pid"] for p in found]))
+    return 0
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(prog="vllm_watchdog.py", description=__doc__.split("\n", maxsplit=1)[0])
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    for name in ("check", "status"):
+        p = sub.add_parser(name)
+        p.add_argument("--config", required=True)
+    p = sub.add_parser("orphans")
+    p.add_argument("--unit", default="vllm.service")
+    p.add_argument("--mode", choices=("end", "refuse", "report"), default="end")
+    p.add_argument("--grace", type=float, default=10.0, help="seconds to wait after SIGTERM, then after SIGKILL")
+    args = ap.parse_args(argv)
+    if args.cmd == "orphans":
+        return orphans(args)
+    config = load_json(args.config)
+    if not isinstance(config, dict):
+        log(ERR, "cannot read the config %s" % args.config)
+        return 1
+    if args.cmd == "status":
+        return status(config)
+    if not config.get("enabled", True):
+        log(INFO, "disabled in %s" % args.config)
+        return 0
+    return check(config)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

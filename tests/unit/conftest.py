@@ -1,0 +1,11 @@
+"""The unit tests render role files with Ansible's own templar: it finds the collection's filters (such as
+gpuhost.inference.typed, the one typing path of the role variables) through Ansible's collection loader,
+installed here once, before any test module is collected."""
+from __future__ import annotations
+
+import os
+
+from ansible.plugins.loader import init_plugin_loader
+
+# tests/unit -> the collection root -> ansible_collections/gpuhost/inference -> the collections path.
+init_plugin_loader([os.path.abspath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..", "..", ".."))])
