@@ -265,9 +265,12 @@ def _gate_agent(i):
             bad[0].get("session"), bad[0].get("tool_choice"), bad[0].get("detail")))
     if caching and min_rate > 0:
         threshold["prefix_cache_hit_rate"] = min_rate
-        if rate is None:
-            problems.append("no prefix-cache hit rate (the /metrics counters were not read)")
-        elif rate < min_rate:
+        if rate is None and not failed:
+            cache = agent.get("prefix_cache") or {}
+            problems.append("no prefix-cache hit rate (%s)" % (
+                "no prompt reached the cache" if cache.get("before") and cache.get("after")
+                else "the /metrics counters were not read"))
+        elif rate is not None and rate < min_rate:
             problems.append("prefix-cache hit rate %.2f below %.2f" % (rate, min_rate))
     if problems:
         detail = "; ".join(problems)
