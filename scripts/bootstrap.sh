@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Tooling for `make test` and `make demo`, idempotent: the venv with the pinned dev requirements,
-# the containers.podman collection taken from the 'ansible' package on PyPI (Galaxy is not
+# the containers.podman and ansible.posix collections taken from the 'ansible' package on PyPI (Galaxy is not
 # reachable), and the link that lets Ansible find this checkout as gpuhost.inference.
 set -euo pipefail
 # shellcheck source=scripts/lab-env.sh
@@ -20,17 +20,17 @@ fi
 coll=$CACHE_DIR/collections/ansible_collections
 mkdir -p "$coll/gpuhost"
 ln -sfn "$REPO_ROOT" "$coll/gpuhost/inference"
-if [ ! -f "$coll/containers/podman/MANIFEST.json" ]; then
-  step "containers.podman from the 'ansible' package on PyPI (no Galaxy here)"
+if [ ! -f "$coll/containers/podman/MANIFEST.json" ] || [ ! -f "$coll/ansible/posix/MANIFEST.json" ]; then
+  step "containers.podman and ansible.posix (profile_tasks: per-task times in the molecule logs) from the 'ansible' package on PyPI (no Galaxy here)"
   tmp=$(mktemp -d)
   "$VENV/bin/python" -m pip download -q --no-deps --only-binary=:all: -d "$tmp" 'ansible==12.*'
   "$VENV/bin/python" - "$tmp" "$coll" <<'PY'
 import glob, sys, zipfile
 whl = glob.glob(sys.argv[1] + "/ansible-*.whl")[0]
-prefix = "ansible_collections/containers/podman/"
+prefixes = ("ansible_collections/containers/podman/", "ansible_collections/ansible/posix/")
 with zipfile.ZipFile(whl) as z:
     for n in z.namelist():
-        if n.startswith(prefix):
+        if n.startswith(prefixes):
             z.extract(n, sys.argv[2].rsplit("ansible_collections", 1)[0])
 PY
   rm -rf "$tmp"
