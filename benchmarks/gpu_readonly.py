@@ -37,12 +37,8 @@ import sys
 import tempfile
 import time
 
-try:
-    from ansible_collections.gpuhost.inference.plugins.module_utils import nvidia_smi as smi_utils
-except ImportError:  # standalone: module_utils/nvidia_smi.py needs only the standard library
-    sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
-                                    "plugins", "module_utils"))
-    import nvidia_smi as smi_utils  # type: ignore[no-redef]
+from ansible_collections.gpuhost.inference.plugins.module_utils.nvidia_power_sampler import PowerSampler, summarize
+from ansible_collections.gpuhost.inference.plugins.module_utils.nvidia_smi import GPU_INFO_FIELDS, NvidiaSmi, parse_value
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 MODULE = os.path.join(REPO, "plugins", "modules", "nvidia_gpu_info.py")
@@ -160,7 +156,7 @@ def parse_q_power(text):
                 result["driver_version"] = value
             continue
         target = section if section is not None else gpu
-        target[key] = smi_utils.parse_value(value)
+        target[key] = parse_value(value)
     return result
 
 
@@ -191,7 +187,7 @@ def compare(sampler_w, smi_w, tolerance=TOLERANCE):
 
 def phase_record(samples, wall_s):
     """Summary of one sampling phase: module_utils' summarize() plus sample rates."""
-    summary = smi_utils.summarize(samples)
+    summary = summarize(samples)
     per_gpu = {}
     for index, stats in summary.items():
         rate_stamps = (stats["samples"] - 1) / stats["duration_s"] if stats["duration_s"] else None
@@ -278,7 +274,7 @@ def end_load(proc, timeout=30):
 
 
 def sample(smi, seconds, interval_ms):
-    sampler = smi_utils.PowerSampler(smi, fields=SAMPLER_EXTRA_FIELDS, interval_ms=interval_ms, popen=read_only_popen)
+    sampler = PowerSampler(smi, fields=SAMPLER_EXTRA_FIELDS, interval_ms=interval_ms, popen=read_only_popen)
     started = time.monotonic()
     sampler.start()
     time.sleep(seconds)
@@ -294,13 +290,13 @@ def finish(sampler, started):
 
 
 def collect(opts, say):
-    smi = smi_utils.NvidiaSmi(opts.nvidia_smi, runner=read_only_runner())
+    smi = NvidiaSmi(opts.nvidia_smi, runner=read_only_runner())
     data = {
         "schema": SCHEMA,
         "captured_utc": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
         "settings": {"idle_s": opts.idle_s, "load_s": opts.load_s, "interval_ms": opts.interval_ms,
                      "load": opts.load, "matrix_size": opts.size, "tolerance": opts.tolerance,
-                     "sampler_fields": list(smi_utils.PowerSampler.REQUIRED) + list(SAMPLER_EXTRA_FIELDS)},
+                     "sampler_fields": list(PowerSampler.REQUIRED) + list(SAMPLER_EXTRA_FIELDS)},
         "environment": {"python": platform.python_version(), "machine": platform.machine()},
     }
     _rc, version, _err = smi.run([smi.path, "--version"], check=False)
@@ -309,7 +305,7 @@ def collect(opts, say):
     data["environment"]["nvidia_smi_list"] = listing.strip()
 
     # 1. facts: the module, and the raw query it parses
-    fields = [f for f, _k in smi_utils.GPU_INFO_FIELDS]
+    fields = [f for f, _k in GPU_INFO_FIELDS]
     cmd = smi.query_cmd(fields)
     rc, out, err = smi.run(cmd, check=False)
     data["raw_query"] = {"argv_tail": cmd[1:], "rc": rc, "stdout": out, "stderr": err.strip()}

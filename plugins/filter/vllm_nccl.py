@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from ansible_collections.gpuhost.inference.plugins.module_utils.gpuhost_values import as_int as _int
-from ansible_collections.gpuhost.inference.plugins.module_utils.nvidia_smi import link_description, link_kind
+from ansible_collections.gpuhost.inference.plugins.module_utils.nvidia_topology import link_description, link_kind
 
 NCCL_VARIABLES = ("NCCL_P2P_DISABLE", "NCCL_P2P_LEVEL")
 # Links whose P2P traffic stays off the CPU: NVLink, or PCIe under one switch (PIX) or a tree of

@@ -267,13 +267,8 @@ power_source:
 import os
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.gpuhost.inference.plugins.module_utils.nvidia_smi import (
-    NvidiaSmi,
-    NvidiaSmiError,
-    no_topology,
-    power_source,
-    read_topology,
-)
+from ansible_collections.gpuhost.inference.plugins.module_utils.nvidia_smi import NvidiaSmi, NvidiaSmiError, power_source
+from ansible_collections.gpuhost.inference.plugins.module_utils.nvidia_topology import no_topology, read_topology
 
 EXTRA_DIRS = ["/usr/bin", "/usr/local/bin"]
 

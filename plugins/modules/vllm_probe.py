@@ -421,8 +421,8 @@ import time
 import uuid
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.gpuhost.inference.plugins.module_utils import nvidia_smi
-from ansible_collections.gpuhost.inference.plugins.module_utils.nvidia_smi import LevelPower, NvidiaSmi, NvidiaSmiError
+from ansible_collections.gpuhost.inference.plugins.module_utils.nvidia_power_sampler import LevelPower, power_draw_field
+from ansible_collections.gpuhost.inference.plugins.module_utils.nvidia_smi import NvidiaSmi, NvidiaSmiError, power_source
 from ansible_collections.gpuhost.inference.plugins.module_utils.vllm_http import ClientError, Endpoint
 from ansible_collections.gpuhost.inference.plugins.module_utils.vllm_load import context_probe, run_level, run_soak
 from ansible_collections.gpuhost.inference.plugins.module_utils.vllm_stats import load_window
@@ -572,7 +572,7 @@ def main():
     power_field = power_field_note = None
     if smi is not None:
         try:
-            power_field, power_field_note = nvidia_smi.power_draw_field(smi, gpus)
+            power_field, power_field_note = power_draw_field(smi, gpus)
         except NvidiaSmiError as exc:
             power_error = exc.msg
     run_id = uuid.uuid4().hex[:12]
@@ -580,7 +580,7 @@ def main():
     result = dict(
         changed=False, base_url=base_url, model=model, max_model_len=max_model_len,
         server_version=version, power_available=smi is not None, power_error=None,
-        power_source=nvidia_smi.power_source(smi_path), power_field=power_field,
+        power_source=power_source(smi_path), power_field=power_field,
         power_field_note=power_field_note, gpu_indices=gpus or [],
         levels=[], sampled=[], context=None, soak=None, errors_total=0,
     )

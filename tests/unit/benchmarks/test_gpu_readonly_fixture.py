@@ -16,12 +16,8 @@ import pytest
 
 from ansible.module_utils import basic
 from ansible.module_utils.testing import patch_module_args
-from ansible_collections.gpuhost.inference.plugins.module_utils.nvidia_smi import (
-    GPU_INFO_FIELDS,
-    NvidiaSmi,
-    PowerSampler,
-    summarize,
-)
+from ansible_collections.gpuhost.inference.plugins.module_utils.nvidia_power_sampler import PowerSampler, summarize
+from ansible_collections.gpuhost.inference.plugins.module_utils.nvidia_smi import GPU_INFO_FIELDS, NvidiaSmi
 from ansible_collections.gpuhost.inference.plugins.modules import nvidia_gpu_info
 from ansible_collections.gpuhost.inference.tests.unit.module_harness import ExitJson, exit_json, fail_json
 from ansible_collections.gpuhost.inference.tests.unit.paths import FIXTURES as ALL_FIXTURES

@@ -11,7 +11,7 @@ import os
 import pytest
 
 from ansible_collections.gpuhost.inference.plugins.filter.vllm_nccl import FilterModule, vllm_nccl_environment
-from ansible_collections.gpuhost.inference.plugins.module_utils.nvidia_smi import parse_topology, topology_facts
+from ansible_collections.gpuhost.inference.plugins.module_utils.nvidia_topology import parse_topology, topology_facts
 from ansible_collections.gpuhost.inference.tests.unit.paths import FIXTURES, case_ids, load_cases
 
 DATA = load_cases("vllm_nccl_cases.yaml")

@@ -1,8 +1,9 @@
-"""The `nvidia-smi topo -m` reader of module_utils/nvidia_smi.py: parse_topology(), topology_facts(),
-read_topology() and NvidiaSmi.topology().
+"""The `nvidia-smi topo -m` reader, module_utils/nvidia_topology.py: parse_topology(), topology_facts(),
+run_topology() and read_topology().
 
 Data-driven: tests/unit/data/nvidia_topology_cases.yaml, against the public captures in
-tests/fixtures/nvidia-smi/topo/ (their sources are in the README.md there).
+tests/fixtures/nvidia-smi/topo/ (their sources are in the README.md there), and the mocked nvidia-smi
+(a test double, tests/doubles/nvidia_smi_mock.py).
 """
 from __future__ import annotations
 
@@ -10,22 +11,24 @@ import os
 
 import pytest
 
-from ansible_collections.gpuhost.inference.plugins.module_utils.nvidia_smi import (
-    NvidiaSmi,
-    NvidiaSmiError,
+from ansible_collections.gpuhost.inference.plugins.module_utils import nvidia_topology
+from ansible_collections.gpuhost.inference.plugins.module_utils.nvidia_smi import NvidiaSmi, NvidiaSmiError
+from ansible_collections.gpuhost.inference.plugins.module_utils.nvidia_topology import (
     parse_topology,
     read_topology,
+    run_topology,
     topology_facts,
 )
-from ansible_collections.gpuhost.inference.tests.unit.paths import FIXTURES, case_ids, load_cases
+from ansible_collections.gpuhost.inference.tests.unit.nvidia_smi_fixtures import (
+    TOPO,
+    SmiMock,
+    ansible_imports,
+    smi_mock,
+    topo_capture,
+)
+from ansible_collections.gpuhost.inference.tests.unit.paths import case_ids, load_cases
 
-TOPO = os.path.join(FIXTURES, "nvidia-smi", "topo")
 DATA = load_cases("nvidia_topology_cases.yaml")
-
-
-def capture(name):
-    with open(os.path.join(TOPO, name), encoding="utf-8") as handle:
-        return handle.read()
 
 
 def check(facts, expect):
@@ -53,7 +56,7 @@ def check(facts, expect):
 
 @pytest.mark.parametrize("case", DATA["captures"], ids=case_ids(DATA["captures"]))
 def test_captures(case):
-    check(topology_facts(parse_topology(capture(case["fixture"]))), case["expect"])
+    check(topology_facts(parse_topology(topo_capture(case["fixture"]))), case["expect"])
 
 
 @pytest.mark.parametrize("case", DATA["texts"], ids=case_ids(DATA["texts"]))
@@ -79,22 +82,22 @@ def _runner(rc, out, calls):
     return run
 
 
-def test_nvidia_smi_topology_runs_topo_m_once():
+def test_run_topology_runs_topo_m_once():
     calls = []
-    smi = NvidiaSmi("/usr/bin/nvidia-smi", runner=_runner(0, capture("rtx5090x2-phb.txt"), calls))
-    assert smi.topology()["links"] == {"0": {"1": "PHB"}, "1": {"0": "PHB"}}
+    smi = NvidiaSmi("/usr/bin/nvidia-smi", runner=_runner(0, topo_capture("rtx5090x2-phb.txt"), calls))
+    assert run_topology(smi)["links"] == {"0": {"1": "PHB"}, "1": {"0": "PHB"}}
     assert calls == [["/usr/bin/nvidia-smi", "topo", "-m"]]
 
 
-def test_nvidia_smi_topology_unexpected_output_is_an_nvidia_smi_error():
+def test_run_topology_unexpected_output_is_an_nvidia_smi_error():
     smi = NvidiaSmi("nvidia-smi", runner=_runner(0, "something else\n", []))
     with pytest.raises(NvidiaSmiError, match="unexpected output of nvidia-smi topo -m: no GPU matrix"):
-        smi.topology()
+        run_topology(smi)
 
 
 def test_read_topology_two_gpus():
     calls = []
-    facts = read_topology(NvidiaSmi("nvidia-smi", runner=_runner(0, capture("rtx3090x2-sys.txt"), calls)), 2)
+    facts = read_topology(NvidiaSmi("nvidia-smi", runner=_runner(0, topo_capture("rtx3090x2-sys.txt"), calls)), 2)
     assert facts["available"] and facts["pairs"][0]["link"] == "SYS" and len(calls) == 1
 
 
@@ -117,3 +120,15 @@ def test_read_topology_one_gpu_does_not_run_topo():
     assert calls == []
     assert facts["available"] is True and facts["gpus"] == [0] and facts["pairs"] == []
     assert facts["reason"] == "one GPU: nvidia-smi topo -m not run"
+
+
+def test_read_topology_when_the_mock_has_no_topo():
+    with smi_mock("rtx3090x2") as box:
+        box.set("link=none")
+        facts = read_topology(NvidiaSmi(SmiMock.path), 2)
+    assert facts["available"] is False
+    assert "Invalid combination of input arguments" in facts["reason"]
+
+
+def test_module_utils_needs_only_nvidia_smi():
+    assert ansible_imports(nvidia_topology) == {"ansible_collections.gpuhost.inference.plugins.module_utils.nvidia_smi"}
