@@ -191,8 +191,9 @@ def main(argv=None):
         original = fh.read()
     cfg = json.loads(original)
     sys.path.insert(0, os.path.dirname(SCRIPT))
-    from vllm_watchdog import read_env_value  # pylint: disable=import-outside-toplevel,import-error
-    key = read_env_value(cfg.get("key_file"), "VLLM_API_KEY")
+    # The canary's key, read as the watchdog reads it (the collection's env-file reader installed beside it).
+    from vllm_watchdog import api_key  # pylint: disable=import-outside-toplevel,import-error
+    key = api_key(cfg)
     out = {"settings": {k: cfg.get(k) for k in ("period", "stall_seconds", "max_restarts")}, "trials": []}
     try:
         if args.stall_seconds is not None:

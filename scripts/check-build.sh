@@ -12,7 +12,8 @@ tarball=$(ls "$out"/gpuhost-inference-*.tar.gz)
 listing=$(tar -tzf "$tarball")
 for must in MANIFEST.json FILES.json README.md meta/runtime.yml roles/nvidia_power/tasks/main.yml \
             roles/vllm_install/tasks/main.yml roles/vllm_service/tasks/main.yml roles/vllm_verify/tasks/main.yml \
-            plugins/modules/nvidia_gpu_info.py plugins/modules/vllm_probe.py playbooks/site.yml \
+            plugins/modules/nvidia_gpu_info.py plugins/modules/vllm_probe.py plugins/modules/vllm_verify_wait.py \
+            plugins/module_utils/systemd_env.py playbooks/site.yml \
             tests/sanity/ignore-2.19.txt; do
   grep -qx "$must" <<<"$listing" || { echo "missing from $tarball: $must" >&2; exit 1; }
 done

@@ -104,7 +104,7 @@ def vllm_service_weights_plan(profiles, common, prefetch=True):
 
 
 def vllm_service_fetch_args(repo, mode, cache_dir, endpoint="", hf_home="", secrets_file="", user="", log="",
-                            ignore_patterns=None, allow_patterns=None, progress_s=10):
+                            ignore_patterns=None, allow_patterns=None, progress_s=10, env_reader=""):
     """The fetch script's arguments (a list, after the script's path) for one repo of the plan."""
     if mode not in ("fetch", "look", "check"):
         raise ValueError("vllm_service_fetch_args: mode must be fetch, look or check, got %r" % (mode,))
@@ -116,7 +116,7 @@ def vllm_service_fetch_args(repo, mode, cache_dir, endpoint="", hf_home="", secr
     if repo.get("revision"):
         args += ["--revision", str(repo["revision"])]
     for flag, value in (("--endpoint", endpoint), ("--hf-home", hf_home), ("--secrets-file", secrets_file),
-                        ("--user", user), ("--log", log)):
+                        ("--env-reader", env_reader), ("--user", user), ("--log", log)):
         if value:
             args += [flag, str(value)]
     for pattern in allow_patterns or []:

@@ -17,6 +17,7 @@ import re
 from ansible.errors import AnsibleFilterError
 
 from ansible_collections.gpuhost.inference.plugins.module_utils.gpuhost_values import check as _typed
+from ansible_collections.gpuhost.inference.plugins.module_utils.vllm_engine import engine_deaths
 
 # The real nvidia-smi; the other power sources are "test double" (simulated watts) and "none".
 REAL_POWER = "nvidia-smi"
@@ -183,8 +184,8 @@ def _gate_context(i):
 
 
 def _gate_stability(i):
-    pattern = i.get("death_regex") or r"EngineDeadError"
-    deaths = [line for line in _lines(i.get("journal_lines")) if re.search(pattern, line)]
+    # death_regex: only to test another pattern; the role leaves it out (module_utils/vllm_engine.py has the one).
+    deaths = engine_deaths(_lines(i.get("journal_lines")), i.get("death_regex"))
     before = _int(i.get("nrestarts_before"))
     unit = _dict(i.get("unit_after"), "vllm_verify_gates", "unit_after")
     after = _int(unit.get("NRestarts"), before)

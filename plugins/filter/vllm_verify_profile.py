@@ -48,7 +48,7 @@ def _shown(value):
 def vllm_verify_rollback_text(rollback_to, start=None, enabled=True, last_good="", last_good_file=""):
     """The sentence of the failure message that says what the rollback did, or why there was none.
 
-    rollback_to: the profile rolled back to ('' for none). start: the wait script's JSON of its start
+    rollback_to: the profile rolled back to ('' for none). start: the answer of the vllm_verify_wait module for its start
     (ok, since_start_s, elapsed_s, reason). enabled: vllm_verify_rollback. last_good: the last profile that
     passed on this host ('' for none), read from last_good_file.
     """

@@ -6,7 +6,7 @@
 Run with the vLLM venv's python (huggingface_hub is a vLLM dependency):
 
     python vllm_fetch_weights.py ORG/NAME --cache-dir DIR [--revision REV] [--mode fetch|look|check]
-        [--endpoint URL] [--ignore-pattern P ...] [--allow-pattern P ...] [--secrets-file F] [--user U]
+        [--endpoint URL] [--ignore-pattern P ...] [--allow-pattern P ...] [--secrets-file F --env-reader R] [--user U]
         [--hf-home DIR] [--log F] [--variable NAME]
 
 It uses huggingface_hub's own cache layout in DIR (``models--ORG--NAME/{blobs,snapshots,refs}``), the
@@ -23,7 +23,9 @@ files without asking the hub.
          (pin a commit with --revision to move on).
 
 ``--secrets-file`` is an env file (KEY=value lines) read for ``HF_TOKEN`` before anything else, so that
-the token is never on a command line or in an environment; the file may be root-only: with ``--user``
+the token is never on a command line or in an environment. It is read as systemd reads it for the server's unit,
+with the collection's one env-file reader (plugins/module_utils/systemd_env.py, which vllm_service installs on the
+box; ``--env-reader`` is its path), so the fetch uses the token the server gets. The file may be root-only: with ``--user``
 the script, started as root, reads it and then runs as that user (setgid/setuid) for everything else,
 so every file it writes belongs to the service user. Progress bars (one line per ``--progress-s``) and
 huggingface_hub's warnings go to ``--log`` (else to stderr).
@@ -35,9 +37,9 @@ log, error (a sentence naming --variable and what to change). Exit status 0 when
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import os
-import shlex
 import sys
 import time
 
@@ -47,28 +49,34 @@ LIBRARY = "gpuhost-vllm-fetch-weights"   # the User-Agent's library name: the hu
 
 # ------------------------------------------------------------------ before dropping privileges
 
-def read_token(path: str) -> str:
-    """HF_TOKEN (or HUGGING_FACE_HUB_TOKEN) from an env file; '' when the file or the key is absent."""
+def load_env_reader(path: str):
+    """The collection's env-file reader (plugins/module_utils/systemd_env.py, which vllm_service installs on the box),
+    loaded by path: this script reads no env file itself."""
+    spec = importlib.util.spec_from_file_location("gpuhost_systemd_env", path) if path else None
+    if spec is None or spec.loader is None:
+        raise RuntimeError("no env-file reader at %r (--env-reader)" % (path,))
+    module = importlib.util.module_from_spec(spec)
+    try:
+        spec.loader.exec_module(module)
+    except OSError as exc:
+        raise RuntimeError("the env-file reader %s cannot be loaded (%s); vllm_service installs it" % (path, exc)) from exc
+    return module
+
+
+def read_token(path: str, reader: str) -> str:
+    """HF_TOKEN (else HUGGING_FACE_HUB_TOKEN, as huggingface_hub takes them) as systemd gives them to the server's unit
+    from the secrets file, read with the collection's env-file reader at ``reader``; '' when the file or the key is
+    absent. RuntimeError when the reader cannot be loaded or systemd would not read the file."""
     if not path:
         return ""
+    module = load_env_reader(reader)
     try:
-        with open(path, encoding="utf-8") as handle:
-            lines = handle.read().splitlines()
-    except OSError:
+        env = module.read_env_file(path)
+    except FileNotFoundError:
         return ""
-    for line in reversed(lines):
-        line = line.strip()
-        if line.startswith("export "):
-            line = line[len("export "):].lstrip()
-        for key in ("HF_TOKEN=", "HUGGING_FACE_HUB_TOKEN="):
-            if line.startswith(key):
-                value = line[len(key):]
-                try:
-                    parts = shlex.split(value)
-                except ValueError:
-                    parts = [value]
-                return parts[0] if parts else ""
-    return ""
+    except (OSError, ValueError) as exc:
+        raise RuntimeError("cannot read %s: %s" % (path, exc)) from exc
+    return env.get("HF_TOKEN") or env.get("HUGGING_FACE_HUB_TOKEN") or ""
 
 
 def become(user: str) -> None:
@@ -392,6 +400,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--allow-pattern", action="append", default=[])
     ap.add_argument("--ignore-pattern", action="append", default=[])
     ap.add_argument("--secrets-file", default="", help="env file holding HF_TOKEN (read here, never passed on)")
+    ap.add_argument("--env-reader", default="",
+                    help="the collection's env-file reader (systemd_env.py) the secrets file is read with")
     ap.add_argument("--user", default="", help="run as this user once the secrets file is read (from root)")
     ap.add_argument("--hf-home", default="", help="HF_HOME for huggingface_hub's own files")
     ap.add_argument("--log", default="", help="append progress and warnings here (else stderr)")
@@ -403,8 +413,18 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--revision-variable", default="vllm_service_model_revision",
                     help="the variable named when the revision is unknown")
     args = ap.parse_args(argv)
-    token = read_token(args.secrets_file)
     base = {"ok": False, "mode": args.mode, "repo_id": args.repo_id, "changed": False, "log": args.log}
+    # Only a check or a fetch asks the hub; a look reads the cache alone.
+    token, token_note = "", ""
+    if args.mode != "look":
+        try:
+            token = read_token(args.secrets_file, args.env_reader)
+        except RuntimeError as exc:
+            if args.mode == "fetch":
+                print(json.dumps(dict(base, error="vllm_service_hf_token: the token cannot be read: %s" % exc)))
+                return 1
+            # A check (check mode) before vllm_service ever installed the reader: ask the hub without the token.
+            token_note = "asked without the token: %s" % exc
     try:
         become(args.user)
         os.umask(0o027)
@@ -417,11 +437,15 @@ def main(argv: list[str] | None = None) -> int:
     except (RuntimeError, OSError) as exc:
         print(json.dumps(dict(base, error="%s: %s" % (args.variable, exc))))
         return 1
+    if token_note:
+        say(log, token_note)
     try:
         result = run(args, token, log)
     # One JSON answer, whatever happened.
     except Exception as exc:  # pylint: disable=broad-except
         result = dict(base, error="%s: %s: %s" % (args.variable, type(exc).__name__, exc))
+    if token_note and result.get("error"):
+        result["error"] += " (%s)" % token_note
     print(json.dumps(result))
     return 0 if result.get("ok") else 1
 

@@ -4,8 +4,11 @@
 """The vLLM watchdog: is the engine making forward progress? And: no orphaned workers at start.
 
 Python standard library only and free of any import from the collection, because vllm_service
-copies this one file to the box (/usr/local/lib/gpuhost-inference/vllm_watchdog.py) where the
-watchdog's root oneshot unit runs it with the system python3 every period:
+copies this file to the box (/usr/local/lib/gpuhost-inference/vllm_watchdog.py) where the
+watchdog's root oneshot unit runs it with the system python3 every period. The API key of the canary
+is read from the secrets file with the collection's one env-file reader (plugins/module_utils/systemd_env.py,
+which vllm_service installs beside this file and this file loads by path; config key env_reader), so the
+canary sends the key systemd gave the server:
 
     python3 vllm_watchdog.py check --config /etc/vllm/watchdog.json   # one check (the timer's unit)
     python3 vllm_watchdog.py status --config /etc/vllm/watchdog.json  # print config + state, read-only
@@ -40,11 +43,11 @@ from __future__ import annotations
 import argparse
 import copy
 import http.client
+import importlib.util
 import json
 import math
 import os
 import re
-import shlex
 import signal
 import subprocess
 import sys
@@ -55,11 +58,12 @@ __all__ = [
     "DEFAULTS",
     "PENDING",
     "PROGRESS",
+    "api_key",
     "find_orphans",
     "judge",
+    "load_env_reader",
     "observe",
     "parse_metrics",
-    "read_env_value",
 ]
 
 # The counters whose movement is forward progress (summed over their label sets).
@@ -84,6 +88,8 @@ DEFAULTS = {
 }
 UNIT_PROPS = ("ActiveState", "SubState", "InvocationID", "ActiveEnterTimestamp", "NRestarts", "MainPID")
 CANARY_PROMPT = "ping"
+# The env-file reader vllm_service installs beside this file (the collection's plugins/module_utils/systemd_env.py).
+ENV_READER = "systemd_env.py"
 STATE_VERSION = 1
 # syslog priorities as journald reads them from a line's "<N>" prefix
 CRIT, ERR, WARNING, NOTICE, INFO = 2, 3, 4, 5, 6
@@ -307,24 +313,38 @@ def judge(state, sample, settings):
 
 # -- the box -------------------------------------------------------------------------------------
 
-def read_env_value(path, key):
-    """``key``'s value from an env file as systemd reads it (the last assignment wins); '' when absent."""
-    try:
-        with open(path, encoding="utf-8") as fh:
-            lines = fh.read().splitlines()
-    except (OSError, TypeError):
+def load_env_reader(path=None):
+    """The collection's env-file reader (plugins/module_utils/systemd_env.py, installed beside this file by
+    vllm_service), loaded by path: this file reads no env file itself."""
+    path = path or os.path.join(os.path.dirname(os.path.abspath(__file__)), ENV_READER)
+    spec = importlib.util.spec_from_file_location("gpuhost_systemd_env", path)
+    if spec is None or spec.loader is None:
+        raise ImportError("not a Python file: %s" % path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def api_key(config):
+    """VLLM_API_KEY as systemd gives it to the server from the secrets file (config key_file), read with the
+    collection's one reader (config env_reader); '' when there is none. A key that cannot be read is logged and
+    the canary goes without one: the server refuses it (401), which never counts as a failed canary."""
+    path = config.get("key_file")
+    if not path:
         return ""
-    for line in reversed(lines):
-        line = line.strip()
-        if line.startswith("export "):
-            line = line[len("export "):].lstrip()
-        if line.startswith(key + "="):
-            value = line.split("=", 1)[1]
-            try:
-                parts = shlex.split(value)
-            except ValueError:
-                parts = [value]
-            return parts[0] if parts else ""
+    try:
+        reader = load_env_reader(config.get("env_reader"))
+        env = reader.read_env_file(path)
+    except FileNotFoundError as exc:
+        if exc.filename == path:
+            return ""   # no secrets file: no key (the server's unit reads it with EnvironmentFile=-)
+        failure = exc
+    except Exception as exc:  # pylint: disable=broad-except  # whatever stops the read, the check goes on
+        failure = exc
+    else:
+        return env.get("VLLM_API_KEY", "")
+    log(ERR, "cannot read VLLM_API_KEY from %s (%s: %s): the canary goes without the key" % (
+        path, type(failure).__name__, failure))
     return ""
 
 
@@ -427,7 +447,7 @@ def check(config):
             sample["metrics"].update(observe(got["body"]))
     new, decision = judge(state, sample, settings)
     if decision["action"] == "canary":
-        key = read_env_value(config.get("key_file"), "VLLM_API_KEY")
+        key = api_key(config)
         sample["canary"] = canary(config["base_url"], key, float(settings["canary_timeout"] or 60))
         new, decision = judge(state, sample, settings)
     new["settings"] = settings

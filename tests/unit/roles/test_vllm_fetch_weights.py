@@ -7,8 +7,9 @@ huggingface_hub's 10 MiB download chunk, for the resume). What is tested: a full
 nothing and asks the hub nothing; check mode lists what would be fetched and writes nothing; a dropped
 connection is resumed with a Range request; an interrupted run's files are kept and only the rest is fetched;
 a killed run's partial file is removed; a wrong repo id, revision or hub gives a sentence naming the variable;
-the token is read from the secrets file and is on no command line and in no environment; with --user it
-runs as that user (as root only).
+the token is read from the secrets file, as systemd reads it for the server (with the collection's env-file reader,
+plugins/module_utils/systemd_env.py, as vllm_service installs it on the box), and is on no command line and in no
+environment; with --user it runs as that user (as root only).
 """
 from __future__ import annotations
 
@@ -33,6 +34,7 @@ from ansible_collections.gpuhost.inference.tests.unit.paths import ROOT
 pytest.importorskip("huggingface_hub")
 
 SCRIPT = os.path.join(ROOT, "roles", "vllm_service", "files", "vllm_fetch_weights.py")
+READER = os.path.join(ROOT, "plugins", "module_utils", "systemd_env.py")   # installed on the box by vllm_service
 REPO = "gpuhost-lab/tiny-qwen3"
 TOKEN = "hf_unitTestToken4c1d9e"
 CHUNK = 10 * 1024 * 1024   # huggingface_hub's DOWNLOAD_CHUNK_SIZE: what it writes at once
@@ -298,7 +300,8 @@ def test_the_token_comes_from_the_secrets_file_and_is_in_no_argv_or_environment(
         env = dict(os.environ, HF_HOME=str(tmp_path / "hf-home"))
         env.pop("HF_TOKEN", None)
         proc = subprocess.Popen([sys.executable, SCRIPT, REPO, "--cache-dir", str(cache), "--endpoint", hub.url,
-                                 "--secrets-file", str(secrets)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                 "--secrets-file", str(secrets), "--env-reader", READER],
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                 env=env, text=True)
         try:
             assert hub.stalled.wait(60), "the download never started"
@@ -311,6 +314,45 @@ def test_the_token_comes_from_the_secrets_file_and_is_in_no_argv_or_environment(
     assert answer["ok"] and answer["changed"], answer
     assert TOKEN not in stdout
     assert all(r["auth"] for r in hub.requests if r["method"] in ("GET", "HEAD") and r["status"] < 400)
+
+
+@pytest.mark.parametrize("text,ok", [
+    ("HF_TOKEN=wrong\nHF_TOKEN='%s'\n" % TOKEN, True),                     # the last assignment wins
+    ("HF_TOKEN='%s'\nexport HF_TOKEN=wrong\n" % TOKEN, True),              # systemd ignores `export NAME=`
+    ("HUGGING_FACE_HUB_TOKEN=%s\n" % TOKEN, True),                          # the older name, as huggingface_hub takes it
+    ("HUGGING_FACE_HUB_TOKEN=wrong\nHF_TOKEN=%s\n" % TOKEN, True),         # HF_TOKEN first, as huggingface_hub
+    ("HF_TOKEN=%s  # the lab's\n" % TOKEN, False),                          # the note is part of the value for systemd
+])
+def test_the_token_is_the_one_systemd_gives_the_server(tmp_path, text, ok):
+    model = tiny_model(tmp_path)
+    secrets = tmp_path / "secrets.env"
+    secrets.write_text(text)
+    with HubDouble({REPO: model}, token=TOKEN) as hub:
+        rc, out, _stderr = fetch(hub.url, tmp_path / "hub", "--secrets-file", str(secrets), "--env-reader", READER)
+    assert (rc == 0 and out["ok"]) is ok, out
+
+
+def test_a_fetch_without_the_reader_fails_and_a_check_asks_without_the_token(tmp_path):
+    secrets = tmp_path / "secrets.env"
+    secrets.write_text("HF_TOKEN='%s'\n" % TOKEN)
+    absent = str(tmp_path / "lib" / "systemd_env.py")
+    model = tiny_model(tmp_path)
+    with HubDouble({REPO: model}, token=TOKEN) as hub:
+        rc, out, _stderr = fetch(hub.url, tmp_path / "hub", "--secrets-file", str(secrets), "--env-reader", absent)
+        assert rc == 1 and "the token cannot be read" in out["error"] and absent in out["error"], out
+        rc, out, _stderr = fetch(hub.url, tmp_path / "hub", "--mode", "check", "--secrets-file", str(secrets),
+                                 "--env-reader", absent)
+        assert rc == 1 and "asked without the token" in out["error"], out
+        # a look reads the cache alone: no token, no reader needed
+        rc, out, _stderr = fetch(hub.url, tmp_path / "hub", "--mode", "look", "--secrets-file", str(secrets),
+                                 "--env-reader", absent)
+        assert out["mode"] == "look" and "token" not in (out.get("error") or ""), out
+
+
+def test_the_script_reads_no_env_file_itself():
+    """One reader of env files in the collection: the fetch has no parser of its own."""
+    with open(SCRIPT, encoding="utf-8") as fh:
+        assert "shlex" not in fh.read()
 
 
 # ------------------------------------------------------------------ as the service user
@@ -346,7 +388,7 @@ def test_it_runs_as_the_service_user_once_the_secrets_are_read(tmp_path):
         secrets.chmod(0o600)                                   # root's alone, as /etc/vllm/secrets.env
         with HubDouble({REPO: model}, token=TOKEN) as hub:
             _rc, out, _stderr = fetch(hub.url, work / "hub", "--user", user, "--secrets-file", str(secrets),
-                                      "--hf-home", str(work / "hf"), "--log", str(work / "fetch.log"), check=True)
+                                      "--env-reader", READER, "--hf-home", str(work / "hf"), "--log", str(work / "fetch.log"), check=True)
         owners = {}
         for base, dirs, names in os.walk(work):
             for name in dirs + names:

@@ -8,6 +8,7 @@ sequences a CPU box cannot produce on demand (a long chunked prefill).
 from __future__ import annotations
 
 import os
+import shutil
 
 import pytest
 
@@ -26,6 +27,7 @@ JUDGE = load_cases("vllm_watchdog_cases.yaml", "judge")
 PARSE = load_cases("vllm_watchdog_cases.yaml", "parse")
 ORPHANS = load_cases("vllm_watchdog_cases.yaml", "orphans")
 ENV = load_cases("vllm_watchdog_cases.yaml", "env")
+READER = _ROOT + "/plugins/module_utils/systemd_env.py"
 
 
 def snapshot(name):
@@ -134,8 +136,37 @@ def test_find_orphans(case, tmp_path):
 
 
 @pytest.mark.parametrize("case", ENV, ids=case_ids(ENV))
-def test_read_env_value(case, tmp_path):
+def test_api_key(case, tmp_path, capsys):
     path = tmp_path / "secrets.env"
-    if case["text"] is not None:
+    if case.get("bytes") is not None:
+        path.write_bytes(bytes(case["bytes"]))
+    elif case["text"] is not None:
         path.write_text(case["text"])
-    assert wd.read_env_value(str(path), "VLLM_API_KEY") == case["expect"]
+    config = {"key_file": case.get("key_file", str(path))}
+    if case["reader"] == "collection":
+        config["env_reader"] = READER
+    elif case["reader"] == "missing":
+        config["env_reader"] = str(tmp_path / "absent" / "systemd_env.py")
+    else:   # the default: systemd_env.py beside the script, as vllm_service installs them
+        script = tmp_path / "lib" / "vllm_watchdog.py"
+        script.parent.mkdir()
+        shutil.copy(_ROOT + "/roles/vllm_service/files/vllm_watchdog.py", script)
+        shutil.copy(READER, script.parent / "systemd_env.py")
+        spec = _ilu.spec_from_file_location("vllm_watchdog_installed", str(script))
+        installed = _ilu.module_from_spec(spec)
+        spec.loader.exec_module(installed)
+        assert installed.api_key(config) == case["expect"]
+        return
+    assert wd.api_key(config) == case["expect"]
+    logged = capsys.readouterr().out
+    if case.get("logged"):
+        assert logged.startswith("<3>vllm-watchdog: ") and case["logged"] in logged, logged
+    else:
+        assert logged == ""
+
+
+def test_the_watchdog_reads_no_env_file_itself():
+    """One reader of env files in the collection: the watchdog has no parser of its own."""
+    with open(_ROOT + "/roles/vllm_service/files/vllm_watchdog.py", encoding="utf-8") as fh:
+        text = fh.read()
+    assert "shlex" not in text and "read_env_value" not in text
