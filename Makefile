@@ -2,7 +2,7 @@
 # box) and `make test` (everything CI runs). Both bootstrap what they need, idempotently.
 SHELL := /bin/bash
 ENV := set -euo pipefail; . scripts/lab-env.sh;
-SCENARIOS ?= default e2e faults
+SCENARIOS ?= default e2e
 
 .PHONY: help bootstrap image apt-pool wheelhouse-cpu wheelhouse-double wheelhouse model lab \
         lint sanity units unit build molecule test demo demo-down clean

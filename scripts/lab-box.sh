@@ -48,6 +48,6 @@ case $cmd in
     echo "$name up ($profile)"
     ;;
   down) podman rm -f -t 5 "$name" >/dev/null 2>&1 || true; echo "$name removed" ;;
-  inventory) echo "$name ansible_connection=containers.podman.podman ansible_host=$name ansible_python_interpreter=/usr/bin/python3" ;;
+  inventory) echo "$name ansible_connection=lab_podman ansible_host=$name ansible_python_interpreter=/usr/bin/python3" ;;
   *) echo "unknown command $cmd" >&2; exit 2 ;;
 esac

@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # The stages of `make test`, each timed: `scripts/test.sh all` or a list of stage names
-# (bootstrap image apt-pool wheelhouse model lint sanity unit build molecule molecule-default molecule-e2e
-# molecule-faults). `molecule` runs the three scenarios at once on the 2 cores: e2e (the real vLLM,
-# mostly one core) beside default then faults (the test double); each one's log goes to
-# reports/logs/molecule-<scenario>.log and is printed when it ends.
+# (bootstrap image apt-pool wheelhouse model lint sanity unit build molecule molecule-default molecule-e2e).
+# `molecule` runs both scenarios at once on the 2 cores: e2e (the real vLLM, mostly one core) beside
+# default (the test double, fault cases included); each one's log goes to
+# reports/logs/molecule-<scenario>.log and is printed when it ends, then a summary with the failures.
 set -uo pipefail
 # shellcheck source=scripts/lab-env.sh
 . "$(dirname "$0")/lab-env.sh"
@@ -11,7 +11,7 @@ cd "$REPO_ROOT" || exit 1
 stages=("$@")
 [ ${#stages[@]} -gt 0 ] || stages=(all)
 if [ "${stages[0]}" = all ]; then
-  stages=(bootstrap image apt-pool wheelhouse model lint sanity unit build molecule)
+  stages=(bootstrap image apt-pool wheelhouse model e2e-start lint sanity unit build molecule)
 fi
 declare -a report=()
 # One scenario, its output in a log file; prints the log and a one-line result when it ends.
@@ -23,17 +23,53 @@ scenario() {
   step "molecule $s: $([ $rc -eq 0 ] && echo ok || echo "FAILED rc=$rc") in $(( $(date +%s) - t0 )) s (log $log)"
   cat "$log"
   step "molecule $s: $([ $rc -eq 0 ] && echo ok || echo "FAILED rc=$rc") in $(( $(date +%s) - t0 )) s"
+  echo "$s $rc $(( $(date +%s) - t0 ))" >>reports/logs/molecule-results.txt
+  return $rc
+}
+# After all scenarios: each one's result, its playbook runs' times (profile_tasks) and, for a failed one,
+# the lines that say why, so that the end of the output (what CI shows) names the failure.
+scenario_summary() {
+  local s rc secs log
+  step "molecule summary"
+  while read -r s rc secs; do
+    log=reports/logs/molecule-$s.log
+    printf '  %-8s %s in %s s; per action (profile_tasks, pytest): %s\n' "$s" \
+      "$([ "$rc" -eq 0 ] && echo ok || echo "FAILED rc=$rc")" "$secs" "$(awk '
+        /INFO +\[.* > [a-z_]+\] Executing/ { match($0, /> [a-z_]+\]/); a = substr($0, RSTART + 2, RLENGTH - 3) }
+        /^TASKS RECAP/ { getline; n = split($0, f, " "); printf "%s %s, ", a, f[n - 1] }
+        /=+ .*(passed|failed).* in [0-9.]+s/ { match($0, /in [0-9.]+s/); printf "%s pytest %s, ", a, substr($0, RSTART + 3, RLENGTH - 3) }
+      ' "$log")"
+    if [ "$rc" -ne 0 ]; then
+      grep -nE 'fatal: |FAILED!|^E  |^FAILED |failed=[1-9]|ERROR  |CRITICAL ' "$log" | tail -40 | cut -c1-400
+    fi
+  done <reports/logs/molecule-results.txt
+}
+# e2e (the real vLLM, the long pole) starts as soon as its inputs exist and runs beside lint, sanity,
+# the unit tests, the build check and the default scenario; its result is waited for at the end.
+e2e_pid=
+e2e_start() {
+  mkdir -p reports/logs
+  : >reports/logs/molecule-results.txt
+  step "molecule e2e in the background (log reports/logs/molecule-e2e.log); the other stages beside it"
+  scenario e2e >/dev/null &
+  e2e_pid=$!
+}
+e2e_wait() {
+  local rc=0
+  [ -n "$e2e_pid" ] || return 0
+  step "waiting for molecule e2e"
+  wait "$e2e_pid" || rc=1
+  e2e_pid=
+  step "molecule e2e: $([ $rc -eq 0 ] && echo ok || echo FAILED) (its log: reports/logs/molecule-e2e.log)"
+  cat reports/logs/molecule-e2e.log
   return $rc
 }
 molecule_parallel() {
-  local e2e_pid rc=0
-  mkdir -p reports/logs
-  step "molecule e2e in the background; default, then faults beside it (logs in reports/logs/)"
-  scenario e2e &
-  e2e_pid=$!
+  local rc=0
+  [ -n "$e2e_pid" ] || e2e_start
   scenario default || rc=1
-  scenario faults || rc=1
-  wait "$e2e_pid" || rc=1
+  e2e_wait || rc=1
+  scenario_summary
   return $rc
 }
 run_stage() {
@@ -49,7 +85,9 @@ run_stage() {
     lint) yamllint --strict . && ansible-lint --profile production && antsibull-changelog lint ;;
     sanity) bash scripts/ansible-test.sh sanity ;;
     unit) bash scripts/ansible-test.sh units ;;
+    e2e-start) e2e_start ;;
     molecule) molecule_parallel ;;
+    e2e-wait) e2e_wait ;;
     build) bash scripts/check-build.sh ;;
     molecule-*) molecule test -s "${name#molecule-}" ;;
     *) echo "unknown stage $name" >&2; return 2 ;;
@@ -62,6 +100,11 @@ rc=0
 for s in "${stages[@]}"; do
   if ! run_stage "$s"; then rc=1; break; fi
 done
+# A stage that failed before `molecule` leaves e2e running: wait for it (its result is reported too).
+if [ -n "$e2e_pid" ]; then
+  run_stage e2e-wait || rc=1
+  scenario_summary
+fi
 step "stage times"
 printf '  %s\n' "${report[@]}"
 exit $rc

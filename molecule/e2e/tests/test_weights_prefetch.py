@@ -62,7 +62,7 @@ def _inventory(tmp_path, box: str) -> str:
     with open(os.path.join(REPO, "molecule", "e2e", "inventory", "host_vars", "lab-e2e.yml"), encoding="utf-8") as fh:
         box_vars = yaml.safe_load(fh)
     box_vars.pop("vllm_verify_controller_report_dir", None)   # not used by vllm_service; an env lookup
-    inv = {"gpu_servers": {"hosts": {box: {"ansible_connection": "containers.podman.podman", "ansible_host": box,
+    inv = {"gpu_servers": {"hosts": {box: {"ansible_connection": "lab_podman", "ansible_host": box,
                                            "ansible_python_interpreter": "/usr/bin/python3"}},
                            "vars": {**group, **box_vars}}}
     path = tmp_path / "inventory.yml"

@@ -1,4 +1,6 @@
-"""Helpers for the faults scenario's checks: run ansible-playbook against lab boxes."""
+"""Helpers for the fault checks of the default scenario (box lab-faults): run ansible-playbook against lab boxes.
+
+A plain module, not conftest.py: pytest collects these tests beside tests/integration/ (another conftest)."""
 from __future__ import annotations
 
 import json
@@ -6,10 +8,9 @@ import os
 import subprocess
 import sys
 
-import pytest
 import yaml
 
-REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", ".."))
+REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "..", ".."))
 BOX = "lab-faults"
 BIN = os.path.dirname(sys.executable)
 
@@ -37,9 +38,9 @@ def run_playbook(inventory: str, *args: str, timeout: int = 900, playbook: str =
 def inventory(tmp_path, name: str) -> str:
     with open(f"{REPO}/molecule/default/inventory/group_vars/gpu_servers.yml", encoding="utf-8") as fh:
         fleet = yaml.safe_load(fh)
-    with open(f"{REPO}/molecule/faults/inventory/host_vars/{BOX}.yml", encoding="utf-8") as fh:
+    with open(f"{REPO}/molecule/default/inventory/host_vars/{BOX}.yml", encoding="utf-8") as fh:
         box_vars = yaml.safe_load(fh)
-    inv = {"gpu_servers": {"hosts": {name: {"ansible_connection": "containers.podman.podman", "ansible_host": name,
+    inv = {"gpu_servers": {"hosts": {name: {"ansible_connection": "lab_podman", "ansible_host": name,
                                             "ansible_python_interpreter": "/usr/bin/python3"}},
                            "vars": {**fleet, **box_vars}}}
     path = tmp_path / f"{name}.yml"
@@ -61,8 +62,3 @@ def molecule_vars_file(tmp_path, extra: dict) -> str:
     path = tmp_path / "vars.json"
     path.write_text(json.dumps(extra))
     return str(path)
-
-
-@pytest.fixture(scope="session")
-def repo() -> str:
-    return REPO

@@ -12,7 +12,10 @@ import re
 import pytest
 import yaml
 
-from conftest import BOX, REPO, host_snapshot, run_playbook
+from faults_lib import BOX, REPO, host_snapshot, run_playbook
+
+# The default scenario's verifier runs these beside tests/integration/ (other boxes): only the faults box.
+testinfra_hosts = [BOX]
 
 # (case id, host vars, strings the failure message must contain: the variable and the allowed values)
 CASES = [
@@ -103,12 +106,12 @@ def parse_failures(stdout: str) -> dict:
 def matrix(host, tmp_path_factory):
     with open(f"{REPO}/molecule/default/inventory/group_vars/gpu_servers.yml", encoding="utf-8") as fh:
         fleet = yaml.safe_load(fh)
-    with open(f"{REPO}/molecule/faults/inventory/host_vars/{BOX}.yml", encoding="utf-8") as fh:
+    with open(f"{REPO}/molecule/default/inventory/host_vars/{BOX}.yml", encoding="utf-8") as fh:
         box_vars = yaml.safe_load(fh)
     hosts = {}
     for name, bad, _expected in CASES:
         hosts[f"bad_{name}"] = {
-            "ansible_connection": "containers.podman.podman",
+            "ansible_connection": "lab_podman",
             "ansible_host": BOX,
             "ansible_python_interpreter": "/usr/bin/python3",
             **bad,

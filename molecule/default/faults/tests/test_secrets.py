@@ -11,10 +11,14 @@ import time
 
 import yaml
 
-from conftest import BOX, REPO, inventory, run_playbook
+from faults_lib import BOX, REPO, inventory, run_playbook
+
+# The default scenario's verifier runs these beside tests/integration/ (other boxes): only the faults box.
+testinfra_hosts = [BOX]
 
 WATCHER = r"""
 import os, pwd, sys, time
+
 needle = sys.argv[1].encode()
 server_uid = pwd.getpwnam("vllm").pw_uid  # the server itself gets VLLM_API_KEY in its environment, by design
 stop = "/run/keywatch.stop"
@@ -41,7 +45,7 @@ with open("/run/keywatch.log", "w") as log:
 
 
 def _key() -> str:
-    with open(os.path.join(REPO, "molecule", "faults", "inventory", "host_vars", f"{BOX}.yml"), encoding="utf-8") as fh:
+    with open(os.path.join(REPO, "molecule", "default", "inventory", "host_vars", f"{BOX}.yml"), encoding="utf-8") as fh:
         return yaml.safe_load(fh)["vllm_service_api_key"]
 
 
@@ -63,7 +67,7 @@ def test_the_api_key_is_in_no_process_argv_during_the_wait(tmp_path):
         control = _exec("cat", "/run/keywatch.log").stdout
         assert "cmdline" in control, control
         _exec("sh", "-c", "echo started > /run/keywatch.log")
-        proc = run_playbook(inventory(tmp_path, BOX), playbook=os.path.join(REPO, "molecule", "faults", "tests", "verify_restart.yml"))
+        proc = run_playbook(inventory(tmp_path, BOX), playbook=os.path.join(REPO, "molecule", "default", "faults", "tests", "verify_restart.yml"))
         assert proc.returncode == 0, proc.stdout[-6000:]
         assert "Wait until it serves" in proc.stdout
     finally:

@@ -1,4 +1,4 @@
-"""The bad-input matrix of molecule's faults scenario (molecule/faults/tests/test_bad_inputs.py), read
+"""The bad-input matrix of the fault checks of molecule's default scenario (molecule/default/faults/tests/test_bad_inputs.py), read
 without importing it (it needs molecule's conftest): {case: (bad host vars, strings the message must hold)}."""
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from ansible_collections.gpuhost.inference.tests.unit.paths import ROOT
 
 
 def matrix_cases():
-    path = os.path.join(ROOT, "molecule", "faults", "tests", "test_bad_inputs.py")
+    path = os.path.join(ROOT, "molecule", "default", "faults", "tests", "test_bad_inputs.py")
     with open(path, encoding="utf-8") as fh:
         tree = ast.parse(fh.read(), path)
     for node in tree.body:

@@ -1,7 +1,7 @@
 """Unit tests of the unit_value_errors filter (plugins/filter/gpuhost_checks.py).
 
 Data-driven cases in tests/unit/data/unit_value_errors.yaml. The last tests tie the filter's
-messages to the bad-input matrix of molecule's faults scenario (molecule/faults/tests/test_bad_inputs.py):
+messages to the bad-input matrix of the fault checks of molecule's default scenario (molecule/default/faults/tests/test_bad_inputs.py):
 each of its cases for these checks must be refused with a message holding the strings that
 the matrix looks for.
 """

@@ -1,7 +1,7 @@
 """Unit tests of the nvidia_power filters (plugins/filter/nvidia_power.py).
 
 Data-driven: the cases are in tests/unit/data/nvidia_power_cases.yaml. The last tests tie the
-messages to the bad-input matrix of molecule's faults scenario (molecule/faults/tests/test_bad_inputs.py).
+messages to the bad-input matrix of the fault checks of molecule's default scenario (molecule/default/faults/tests/test_bad_inputs.py).
 """
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """Unit tests of the vllm_service_var_errors filter (plugins/filter/vllm_service.py).
 
 Data-driven: the cases are in tests/unit/data/vllm_service_var_errors.yaml. The last test ties the
-messages to the bad-input matrix of molecule's faults scenario (molecule/faults/tests/test_bad_inputs.py).
+messages to the bad-input matrix of the fault checks of molecule's default scenario (molecule/default/faults/tests/test_bad_inputs.py).
 """
 from __future__ import annotations
 
