@@ -71,7 +71,7 @@ def markdown(text: str) -> str:
         elif kind == "U":
             rendered = f"<{arg}>"
         elif kind == "L":
-            label, _, url = arg.rpartition(",")
+            label, _sep, url = arg.rpartition(",")
             rendered = f"[{label.strip()}]({url.strip()})"
         else:  # R(text, reference): a reference inside Ansible's docsite, only the text means anything here
             rendered = arg.rpartition(",")[0].strip() or arg

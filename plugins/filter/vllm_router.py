@@ -356,12 +356,12 @@ def vllm_router_api_key(workers, file_keys=None, router_key=""):
     no_key = sorted(set(workers.get("no_key") or []) | {h for h, key in found if not key})
     found = [(host, key) for host, key in found if key]
     errors = []
-    distinct = sorted({key for _, key in found})
+    distinct = sorted({key for _host, key in found})
     if found and no_key:
         errors.append("some workers have an API key (%s) and others none (%s): the router passes each client's Authorization "
                       "header to whichever box serves the request, so every box needs the same key "
                       "(vllm_service_api_key or vllm_service_api_key_file in the group_vars of the worker group)"
-                      % (", ".join(sorted({h for h, _ in found})), ", ".join(no_key)))
+                      % (", ".join(sorted({h for h, _key in found})), ", ".join(no_key)))
     if len(distinct) > 1:
         groups = sorted(", ".join(sorted(h for h, k in found if k == key)) for key in distinct)
         errors.append("the workers have %d different API keys (hosts %s): the router passes each client's Authorization "

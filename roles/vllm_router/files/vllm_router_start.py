@@ -127,8 +127,8 @@ def main(argv=None):
         except ValueError as exc:
             print("vllm_router_start: %s" % exc, file=sys.stderr)
             return 2
-        print("vllm_router_start: %s: policy %s, %d worker(s): %s" % (argv[0], args.policy, len(args.worker_urls),
-                                                                    " ".join(args.worker_urls)))
+        print("vllm_router_start: %s: policy %s, %d worker(s): %s"
+              % (argv[0], args.policy, len(args.worker_urls), " ".join(args.worker_urls)))
         return 0
     key = os.environ.pop(KEY_ENV, "").strip()
     args.api_key = key or None

@@ -64,7 +64,7 @@ def test_relative_links_resolve(page):
     for target in links(page):
         if re.match(r"^[a-z][a-z0-9+.-]*:", target):   # http:, https:, mailto:
             continue
-        path, _, anchor = target.partition("#")
+        path, _sep, anchor = target.partition("#")
         resolved = os.path.normpath(os.path.join(ROOT, os.path.dirname(page), path)) if path else os.path.join(ROOT, page)
         if not os.path.exists(resolved):
             broken.append(f"{target}: no such file")

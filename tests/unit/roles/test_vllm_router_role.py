@@ -158,8 +158,8 @@ def test_policy_default_is_a_policy_of_the_router():
     spec = load("meta", "argument_specs.yml")["argument_specs"]["main"]["options"]
     defaults = load("defaults", "main.yml")
     assert defaults["vllm_router_policy"] == "sticky_least_loaded"
-    assert set(spec["vllm_router_policy"]["choices"]) <= {"random", "round_robin", "cache_aware", "power_of_two",
-                                                           "consistent_hash", "sticky_least_loaded"}
+    policies = {"random", "round_robin", "cache_aware", "power_of_two", "consistent_hash", "sticky_least_loaded"}
+    assert set(spec["vllm_router_policy"]["choices"]) <= policies
 
 
 # The launcher, files/vllm_router_start.py.

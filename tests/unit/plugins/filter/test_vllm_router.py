@@ -74,7 +74,7 @@ def test_api_key(case):
     got = vllm_router.vllm_router_api_key(_workers(case["workers"]), case.get("file_keys", {}), case.get("router_key", ""))
     assert_errors_match(got["errors"], case["expect_errors"])
     assert {"key": got["key"], "workers_have_key": got["workers_have_key"]} == case["expect"]
-    keys = {k for _, k in case["workers"]["api_keys"]} | {k.strip() for k in case.get("file_keys", {}).values()} | {case.get("router_key", "")}
+    keys = {k for _host, k in case["workers"]["api_keys"]} | {k.strip() for k in case.get("file_keys", {}).values()} | {case.get("router_key", "")}
     for error in got["errors"]:
         assert not any(k and k in error.split() for k in keys), "a key in the message: %s" % error
 
