@@ -22,3 +22,19 @@ if grep -E '^(tests/|molecule/|benchmarks/|\.cache/|scripts/|reports/|ansible\.c
   echo "test or lab files leaked into $tarball (above)" >&2; exit 1
 fi
 echo "$tarball: $(wc -l <<<"$listing") entries, of the tests only tests/sanity/ignore-*.txt"
+# Installed as a user installs it (ansible-galaxy collection install -p), run from the user's own
+# project directory: the verification reports' default directory is reports/ there, not a path inside
+# the installed collection (sweep and tune stamp theirs under the same reports/).
+user=$(mktemp -d)
+trap 'rm -rf "$user"' EXIT
+mkdir -p "$user/project"
+(cd "$user/project" && env -u ANSIBLE_CONFIG ANSIBLE_COLLECTIONS_PATH="$user/collections" \
+   ansible-galaxy collection install --force -p "$user/collections" "$tarball" >/dev/null)
+got=$(cd "$user/project" && env -u ANSIBLE_CONFIG ANSIBLE_COLLECTIONS_PATH="$user/collections" \
+      ansible localhost -i localhost, -c local -m ansible.builtin.debug \
+      -a "msg={{ lookup('gpuhost.inference.role_default', 'vllm_verify_controller_report_dir') }}" | sed -n 's/.*"msg": "\(.*\)".*/\1/p')
+if [ "$got" != "$user/project/reports" ]; then
+  echo "installed collection: vllm_verify_controller_report_dir defaults to '$got', not reports/ of the directory ansible runs in ($user/project/reports)" >&2
+  exit 1
+fi
+echo "installed collection: reports default to $got (the user's directory)"
