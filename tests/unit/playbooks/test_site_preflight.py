@@ -8,10 +8,11 @@ import os
 import pytest
 import yaml
 from ansible.parsing.dataloader import DataLoader
-from ansible.template import Templar, trust_as_template
+from ansible.template import Templar
 
 from ansible_collections.gpuhost.inference.tests.unit.asserts import assert_errors_match
 from ansible_collections.gpuhost.inference.tests.unit.paths import ROOT, case_ids, load_cases
+from ansible_collections.gpuhost.inference.tests.unit.templating import trusted
 
 CASES = load_cases("site_preflight_cases.yaml")
 
@@ -19,17 +20,6 @@ CASES = load_cases("site_preflight_cases.yaml")
 def load(*parts):
     with open(os.path.join(ROOT, *parts), encoding="utf-8") as fh:
         return yaml.safe_load(fh)
-
-
-def trusted(value):
-    """Playbook and role files are trusted templates (as Ansible's loader marks them)."""
-    if isinstance(value, str):
-        return trust_as_template(value)
-    if isinstance(value, dict):
-        return {k: trusted(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [trusted(v) for v in value]
-    return value
 
 
 def typed_check_task():

@@ -8,9 +8,10 @@ import re
 import pytest
 import yaml
 from ansible.parsing.dataloader import DataLoader
-from ansible.template import Templar, trust_as_template
+from ansible.template import Templar
 
 from ansible_collections.gpuhost.inference.tests.unit.paths import DATA, ROOT
+from ansible_collections.gpuhost.inference.tests.unit.templating import trusted
 ROLE = os.path.join(ROOT, "roles", "vllm_install")
 CASES = yaml.safe_load(open(os.path.join(DATA, "vllm_install.yaml"), encoding="utf-8"))
 
@@ -38,17 +39,6 @@ def test_release_pins_pass_the_preflight(version):
 @pytest.mark.parametrize("version", CASES["versions"]["bad"])
 def test_bad_pins_fail_the_preflight(version):
     assert not re.match(version_regex(), version), version
-
-
-def trusted(value):
-    """Role files are trusted templates (as Ansible's loader marks them)."""
-    if isinstance(value, str):
-        return trust_as_template(value)
-    if isinstance(value, dict):
-        return {k: trusted(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [trusted(v) for v in value]
-    return value
 
 
 def render(overrides, names):

@@ -16,6 +16,7 @@ from ansible.parsing.dataloader import DataLoader
 from ansible.template import Templar, trust_as_template
 
 from ansible_collections.gpuhost.inference.tests.unit.paths import ROOT, case_ids, load_cases
+from ansible_collections.gpuhost.inference.tests.unit.templating import trusted
 
 ROLE = os.path.join(ROOT, "roles", "vllm_router")
 DERIVED = load_cases("vllm_router_role_cases.yaml", "derived")
@@ -29,17 +30,6 @@ _SPEC.loader.exec_module(launcher)
 def load(*parts):
     with open(os.path.join(ROLE, *parts), encoding="utf-8") as fh:
         return yaml.safe_load(fh)
-
-
-def trusted(value):
-    """Role files are trusted templates (as Ansible's loader marks them)."""
-    if isinstance(value, str):
-        return trust_as_template(value)
-    if isinstance(value, dict):
-        return {k: trusted(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [trusted(v) for v in value]
-    return value
 
 
 def templar(overrides=None, workers=None, key=""):
