@@ -72,10 +72,10 @@ molecule_parallel() {
   scenario_summary
   return $rc
 }
-run_stage() {
-  local name=$1 t0 rc
-  t0=$(date +%s)
-  step "stage $name"
+# A stage's commands; the ones that end in a subshell (all but e2e-start, molecule, e2e-wait, which keep
+# state in this shell) have their output copied to reports/logs/stage-<name>.log as well.
+stage_commands() {
+  local name=$1
   case $name in
     bootstrap) bash scripts/bootstrap.sh ;;
     image) bash scripts/lab-image.sh ;;
@@ -92,19 +92,41 @@ run_stage() {
     molecule-*) molecule test -s "${name#molecule-}" ;;
     *) echo "unknown stage $name" >&2; return 2 ;;
   esac
+}
+failed_stage_logs=()
+run_stage() {
+  local name=$1 t0 rc log=reports/logs/stage-$1.log
+  t0=$(date +%s)
+  step "stage $name"
+  case $name in
+    e2e-start|molecule|e2e-wait) stage_commands "$name" ;;
+    *) mkdir -p reports/logs; stage_commands "$name" 2>&1 | tee "$log" ;;
+  esac
   rc=$?
+  [ $rc -eq 0 ] || [ ! -f "$log" ] || failed_stage_logs+=("$name:$log")
   report+=("$(printf '%-18s %4ss  %s' "$name" "$(( $(date +%s) - t0 ))" "$([ $rc -eq 0 ] && echo ok || echo "FAILED rc=$rc")")")
   return $rc
 }
 rc=0
+# A failed set-up stage stops the run; a failed check (lint, sanity, unit, build) does not: the
+# molecule scenarios still run, so one CI run reports every failure.
 for s in "${stages[@]}"; do
-  if ! run_stage "$s"; then rc=1; break; fi
+  if ! run_stage "$s"; then
+    rc=1
+    case $s in lint|sanity|unit|build) ;; *) break ;; esac
+  fi
 done
 # A stage that failed before `molecule` leaves e2e running: wait for it (its result is reported too).
 if [ -n "$e2e_pid" ]; then
   run_stage e2e-wait || rc=1
   scenario_summary
 fi
+# The lines of a failed stage's log that say why (pytest's FAILED/ERROR lines, lint and sanity errors),
+# so that the end of the output, which CI shows, names the failure.
+for entry in "${failed_stage_logs[@]}"; do
+  step "stage ${entry%%:*} failed: from its log ${entry#*:}"
+  grep -nE '^(FAILED|ERROR) |^E  |^ERROR: |[^ ]+:[0-9]+:[0-9]+: |error|Error' "${entry#*:}" | tail -40 | cut -c1-400
+done
 step "stage times"
 printf '  %s\n' "${report[@]}"
 exit $rc

@@ -82,7 +82,7 @@ class Engine:
         self.running: list[Sequence] = []
         self.used_blocks = 0
         self.cond = threading.Condition()
-        self.stats = {"prompt_tokens": 0, "generation_tokens": 0, "steps": 0}
+        self.stats = {"prompt_tokens": 0, "generation_tokens": 0, "steps": 0, "busy_s": 0.0}
         self._rng = random.Random(0)
         self._thread = threading.Thread(target=self._loop, name="EngineCore", daemon=True)
 
@@ -145,6 +145,7 @@ class Engine:
             now = time.monotonic()
             with self.cond:
                 self.stats["steps"] += 1
+                self.stats["busy_s"] += step_s  # the simulated time, free of the host's scheduling noise
                 self.stats["prompt_tokens"] += prefill
                 for seq in batch:
                     if seq.cancelled:

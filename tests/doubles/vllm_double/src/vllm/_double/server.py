@@ -586,6 +586,10 @@ def metrics_text(state: State) -> str:
            "Histogram of time to first token in seconds.", samples)
     metric("vllm:cache_config_info", "gauge", "Information of the LLMEngine CacheConfig",
            [("", cache_config_labels(state), 1)])
+    # The double's own (not in vLLM): the simulated engine time, for tests that compare schedules
+    # without timing them on a loaded host.
+    metric("gpuhost_double:engine_busy_seconds_total", "counter",
+           "Sum of the simulated engine step times (test double only).", [("", base, stats["busy_s"])])
     return "\n".join(out) + "\n"
 
 
