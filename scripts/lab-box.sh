@@ -39,7 +39,14 @@ case $cmd in
     done
     podman cp "$REPO_ROOT/tests/doubles/nvidia_smi_mock.py" "$name:/usr/bin/nvidia-smi"
     podman exec "$name" chmod 0755 /usr/bin/nvidia-smi
-    podman exec "$name" /usr/bin/nvidia-smi --mock-init "$profile" >/dev/null
+    # The mock's state (the cards' limits) survives a second `up`, as a real box's cards keep theirs
+    # while the driver stays loaded: made anew only for a new box or another GPU profile.
+    podman exec "$name" python3 -c 'import json, subprocess, sys
+try:
+    same = json.load(open("/etc/nvidia-smi-mock/state.json")).get("profile") == sys.argv[1]
+except (OSError, ValueError):
+    same = False
+sys.exit(0 if same else subprocess.call(["/usr/bin/nvidia-smi", "--mock-init", sys.argv[1]], stdout=subprocess.DEVNULL))' "$profile"
     # The box has no network: its apt reads the local pool only (the image's mirror entry is
     # unreachable from here and is set aside).
     podman exec "$name" sh -c 'test -f /srv/apt/lab/Packages || exit 0
