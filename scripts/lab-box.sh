@@ -4,7 +4,8 @@
 # wheelhouses and the tiny model mounted read-only, as an air-gapped GPU box would have them, and
 # the lab's offline apt repository (scripts/apt-pool.sh) at /srv/apt/lab as the box's only apt
 # source (the stand-in for a box whose apt works; molecule/resources/prepare.yml does the same).
-#   scripts/lab-box.sh up NAME [GPU_PROFILE]   (rtx3090x2 | rtx3090x1 | h200; default rtx3090x2)
+#   [LAB_NETWORK=net] scripts/lab-box.sh up NAME [GPU_PROFILE]   (rtx3090x2 | rtx3090x1 | h200; default
+#                                              rtx3090x2; on the internal network net, else none)
 #   scripts/lab-box.sh down NAME
 #   scripts/lab-box.sh inventory NAME          (prints an inventory line for it)
 set -euo pipefail
@@ -25,9 +26,15 @@ case $cmd in
       podman rm -f -t 5 "$name" >/dev/null
     fi
     if ! podman container exists "$name"; then
-      podman run -d --name "$name" --hostname "$name" --systemd=always --network none \
+      # LAB_NETWORK=<name>: on that internal network (made if missing; the boxes reach each other, nothing else).
+      if [ -n "${LAB_NETWORK:-}" ] && ! podman network exists "$LAB_NETWORK"; then
+        podman network create --internal "$LAB_NETWORK" >/dev/null
+      fi
+      mkdir -p "$WHEELHOUSE_ROUTER"
+      podman run -d --name "$name" --hostname "$name" --systemd=always --network "${LAB_NETWORK:-none}" \
         --ulimit nofile=20000:20000 --ulimit nproc=32768:32768 \
         -v "$WHEELHOUSE_CPU:/srv/wheelhouse/cpu:ro" -v "$WHEELHOUSE_DOUBLE:/srv/wheelhouse/double:ro" \
+        -v "$WHEELHOUSE_ROUTER:/srv/wheelhouse/router:ro" \
         -v "$TINY_MODEL:/srv/models/tiny-qwen3:ro" -v "$APT_POOL:/srv/apt/lab:ro" \
         "$LAB_IMAGE" /sbin/init >/dev/null
     fi

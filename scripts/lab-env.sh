@@ -14,6 +14,7 @@ LAB_IMAGE=${LAB_IMAGE:-localhost/gpuhost-lab:bookworm}
 VENV=${VENV:-$CACHE_DIR/venv}
 WHEELHOUSE_CPU=${WHEELHOUSE_CPU:-$GPUHOST_CACHE/wheelhouse/cpu}
 WHEELHOUSE_DOUBLE=${WHEELHOUSE_DOUBLE:-$CACHE_DIR/wheelhouse/double}
+WHEELHOUSE_ROUTER=${WHEELHOUSE_ROUTER:-$GPUHOST_CACHE/wheelhouse/router}
 TINY_MODEL=${TINY_MODEL:-$GPUHOST_CACHE/models/tiny-qwen3}
 # The lab's offline Debian repository (scripts/apt-pool.sh), mounted at /srv/apt/lab in the boxes.
 APT_POOL=${APT_POOL:-$GPUHOST_CACHE/apt/lab}
@@ -22,5 +23,5 @@ export CONTAINERS_STORAGE_CONF=$LAB_STATE/cfg/storage.conf
 export ANSIBLE_CONFIG=$REPO_ROOT/ansible.cfg
 export ANSIBLE_INJECT_FACT_VARS=false
 export PATH=$VENV/bin:$PATH
-export REPO_ROOT CACHE_DIR GPUHOST_CACHE LAB_STATE LAB_IMAGE VENV WHEELHOUSE_CPU WHEELHOUSE_DOUBLE TINY_MODEL APT_POOL
+export REPO_ROOT CACHE_DIR GPUHOST_CACHE LAB_STATE LAB_IMAGE VENV WHEELHOUSE_CPU WHEELHOUSE_DOUBLE WHEELHOUSE_ROUTER TINY_MODEL APT_POOL
 step() { printf '\n==> [%s] %s\n' "$(date +%H:%M:%S)" "$*"; }

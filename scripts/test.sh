@@ -80,7 +80,8 @@ stage_commands() {
     bootstrap) bash scripts/bootstrap.sh ;;
     image) bash scripts/lab-image.sh ;;
     apt-pool) bash scripts/apt-pool.sh ;;
-    wheelhouse) bash scripts/wheelhouse.sh double "$WHEELHOUSE_DOUBLE" && bash scripts/wheelhouse.sh cpu "$WHEELHOUSE_CPU" ;;
+    wheelhouse) bash scripts/wheelhouse.sh double "$WHEELHOUSE_DOUBLE" && bash scripts/wheelhouse.sh cpu "$WHEELHOUSE_CPU" &&
+      bash scripts/wheelhouse.sh router "$WHEELHOUSE_ROUTER" ;;
     model) bash scripts/tiny-model.sh ;;
     lint) yamllint --strict . && ansible-lint --profile production && antsibull-changelog lint ;;
     sanity) bash scripts/ansible-test.sh sanity ;;

@@ -5,6 +5,8 @@
 #     cuda   vllm==$VERSION + uv (+ $EXTRA_PACKAGES)       default DEST .cache/wheelhouse/cuda
 #     double the vLLM API test double (tests/doubles/vllm_double, dist gpuhost-vllm-double) built at each of
 #            $DOUBLE_VERSIONS (default "0.28.0 0.28.1") + uv + PyYAML  default DEST .cache/wheelhouse/double
+#     router vllm-router==$ROUTER_VERSION (0.1.17, as roles/vllm_router pins it) + its dependencies + uv
+#                                                   default DEST .cache/wheelhouse/router
 #   Environment: VERSION (0.28.0), EXTRA_PACKAGES, PYTHON_VERSION and PLATFORMS (the target's,
 #   when it differs from this machine: e.g. PYTHON_VERSION=3.12; PLATFORMS=manylinux_2_28_x86_64 is widened
 #   to every older manylinux tag down to manylinux2014; the default with PYTHON_VERSION is 2_39 down),
@@ -70,5 +72,16 @@ PY
     fi
     ls -1 "$dest"
     ;;
-  *) echo "unknown VARIANT $variant (cpu | cuda | double)" >&2; exit 2 ;;
+  router)
+    # vLLM's router (roles/vllm_router), pinned as the role pins it, with its dependencies and uv.
+    ROUTER_VERSION=${ROUTER_VERSION:-0.1.17}
+    if [ "${FORCE:-0}" = 1 ] || ! compgen -G "$dest/vllm_router-$ROUTER_VERSION-*.whl" >/dev/null \
+        || ! compgen -G "$dest/uv-*.whl" >/dev/null; then
+      step "download vllm-router==$ROUTER_VERSION, its dependencies and uv -> $dest"
+      "$PYTHON" -m pip download --quiet --progress-bar off --only-binary=:all: --dest "$dest" "${target[@]}" \
+        "${pip_args[@]}" "vllm-router==$ROUTER_VERSION" uv
+    fi
+    ls -1 "$dest"
+    ;;
+  *) echo "unknown VARIANT $variant (cpu | cuda | double | router)" >&2; exit 2 ;;
 esac

@@ -339,6 +339,53 @@ def vllm_router_workers(names, hostvars, router_host, explicit_urls=None, group=
                     default_host, default_port)
 
 
+def vllm_router_drain_targets(box, routers, hostvars, groups, default_router_host="127.0.0.1",
+                              default_router_port=30000, default_host="127.0.0.1", default_port=8000):
+    """The routers that route to `box`, each with its admin URL (asked on the router host itself) and the box's URL
+    as that router knows it: [{router, admin_url, worker_url}].
+
+    routers: the hosts of the router group (groups['vllm_routers']); a router routes to `box` when `box` is in its
+    vllm_router_worker_group (default gpu_servers) and it has no explicit vllm_router_worker_urls (those are the
+    operator's to manage). hostvars/groups: Ansible's; the defaults are vllm_router's and vllm_service's.
+    """
+    if routers is None:
+        routers = []
+    if isinstance(routers, str) or not isinstance(routers, (list, tuple)):
+        raise AnsibleFilterError("vllm_router_drain_targets: routers must be a list of host names, got %s"
+                                 % type(routers).__name__)
+    hostvars = hostvars if hostvars is not None else {}
+    groups = groups if isinstance(groups, Mapping) else {}
+    out = []
+    for router in routers:
+        try:
+            hv = hostvars[router]
+        except KeyError:
+            hv = {}
+
+        def get(key, default, hv=hv):
+            try:
+                value = hv[key]
+            except KeyError:
+                return default
+            return default if value is None else value
+
+        if get("vllm_router_worker_urls", []):
+            continue
+        group = _text(get("vllm_router_worker_group", "gpu_servers"))
+        if box not in (groups.get(group) or []):
+            continue
+        workers = _workers([box], hostvars, str(router), [], group, default_host, default_port)
+        if workers["errors"] or not workers["urls"]:
+            continue
+        host = _text(get("vllm_router_host", default_router_host))
+        if _is_wildcard(host):
+            host = "::1" if host.strip("[]") == "::" else "127.0.0.1"
+        port = _int(get("vllm_router_port", default_router_port), default_router_port)
+        out.append({"router": str(router), "admin_url": "http://%s:%d" % (_url_host(host), port),
+                    "worker_url": workers["urls"][0]})
+    return out
+
+
 def vllm_router_api_key(workers, file_keys=None, router_key=""):
     """The key the router sends to the workers, and whether the workers check one: {key, workers_have_key, errors}.
 
@@ -406,6 +453,7 @@ class FilterModule:
         return {
             "vllm_router_var_errors": vllm_router_var_errors,
             "vllm_router_workers": vllm_router_workers,
+            "vllm_router_drain_targets": vllm_router_drain_targets,
             "vllm_router_api_key": vllm_router_api_key,
             "vllm_router_argv": vllm_router_argv,
         }

@@ -64,8 +64,8 @@ def vllm_service_var_errors(values):
     values: {variable name: value} with the keys vllm_service_model, _host, _port, _tensor_parallel_size,
     _hf_offline, _restart_sec, _start_limit_interval_sec, _start_limit_burst, _timeout_start_sec,
     _timeout_stop_sec, _api_key, _api_key_file, and api_key_file_exists (whether the file is on the controller);
-    optional: _served_model_name, _user, _allow_open_api, _settings and profiles (every profile: a host or port
-    in their settings is a bind too).
+    optional: _served_model_name, _user, _allow_open_api, _settings, _drain_timeout, _router_group and profiles
+    (every profile: a host or port in their settings is a bind too).
     """
     if not isinstance(values, Mapping):
         raise TypeError("vllm_service_var_errors: the input must be a mapping {variable name: value}, got %s"
@@ -102,6 +102,11 @@ def vllm_service_var_errors(values):
     if min(_int(v["vllm_service_start_limit_burst"]), _int(v["vllm_service_timeout_start_sec"]),
            _int(v["vllm_service_timeout_stop_sec"])) < 1:
         errors.append("vllm_service_start_limit_burst, vllm_service_timeout_start_sec and vllm_service_timeout_stop_sec must be >= 1")
+    if "vllm_service_drain_timeout" in v and _int(v["vllm_service_drain_timeout"]) < 0:
+        errors.append("vllm_service_drain_timeout must be an integer >= 0 (seconds), got %s" % (v["vllm_service_drain_timeout"],))
+    group = v.get("vllm_service_router_group", "vllm_routers")
+    if not isinstance(group, str) or not re.match(r"^[A-Za-z_][A-Za-z0-9_]*$", group):
+        errors.append("vllm_service_router_group must be an inventory group name (letters, digits, _), got %s" % (_show(group),))
     key, key_file = v["vllm_service_api_key"], v["vllm_service_api_key_file"]
     if _length(key) > 0 and _length(key_file) > 0:
         errors.append("set only one of vllm_service_api_key and vllm_service_api_key_file")

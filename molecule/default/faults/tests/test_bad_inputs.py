@@ -82,7 +82,46 @@ CASES = [
     ("model_line_break", {"vllm_service_served_model_name": "lab\nx"}, ["vllm_service_served_model_name", "single line"]),
     ("verify_base_url_ipv6_unbracketed", {"vllm_verify_base_url": "http://::1:8000"}, ["vllm_verify_base_url", "brackets"]),
     ("verify_concurrency_absurd", {"vllm_verify_concurrency": [100000]}, ["vllm_verify_concurrency", "1-1024"]),
+    # The CUDA build on a box whose driver or cards cannot run it (issue 22): the mocked nvidia-smi of these
+    # cases reports driver 570 (CUDA 12.8) or compute capability 6.1 (see MOCKED_CARDS).
+    ("cuda_driver_570", {"vllm_install_variant": "cuda", "nvidia_power_nvidia_smi_path": "/usr/local/bin/nvidia-smi-driver570"},
+     ["vllm_install_variant=cuda", "driver >= 580", "570.172.08", "CUDA 13.0", "vllm_install_version"]),
+    ("cuda_compute_cap_6_1", {"vllm_install_variant": "cuda", "nvidia_power_nvidia_smi_path": "/usr/local/bin/nvidia-smi-cc61"},
+     ["vllm_install_variant=cuda", "compute capability >= 7.5", "6.1"]),
 ]
+
+# Mocked cards for the CUDA cases: a state file beside the box's own (the test double's
+# NVIDIA_SMI_MOCK_STATE) and an nvidia-smi wrapper that reads it, named in the case's host vars.
+MOCKED_CARDS = {
+    "driver570": {"driver_version": "570.172.08", "nvml_version": "570.172", "cuda_version": "12.8"},
+    "cc61": {"compute_cap": "6.1"},
+}
+MOCK_SETUP = r"""
+import json, os, sys
+name, change = sys.argv[1], json.loads(sys.argv[2])
+state = json.load(open("/etc/nvidia-smi-mock/state.json"))
+for key, value in change.items():
+    if key == "compute_cap":
+        for gpu in state["gpus"]:
+            gpu[key] = value
+    else:
+        state[key] = value
+path = "/etc/nvidia-smi-mock/%s.json" % name
+json.dump(state, open(path, "w"))
+wrapper = "/usr/local/bin/nvidia-smi-%s" % name
+with open(wrapper, "w") as out:
+    out.write("#!/bin/sh\nNVIDIA_SMI_MOCK_STATE=%s exec /usr/bin/nvidia-smi \"$@\"\n" % path)
+os.chmod(wrapper, 0o755)
+"""
+
+
+@pytest.fixture(scope="module")
+def mocked_cards(host):
+    for name, change in MOCKED_CARDS.items():
+        host.run_expect([0], "python3 -c %s %s %s", MOCK_SETUP, name, json.dumps(change))
+    yield
+    for name in MOCKED_CARDS:
+        host.run_expect([0], "rm -f /usr/local/bin/nvidia-smi-%s /etc/nvidia-smi-mock/%s.json", name, name)
 
 FAIL_LINE = re.compile(r"^(?:fatal|failed): \[(?P<host>[^\]]+)\](?: \(item=[^)]*\))?(?:: FAILED!)? => ", re.M)
 
@@ -103,7 +142,7 @@ def parse_failures(stdout: str) -> dict:
 
 
 @pytest.fixture(scope="module")
-def matrix(host, tmp_path_factory):
+def matrix(host, mocked_cards, tmp_path_factory):  # pylint: disable=unused-argument,redefined-outer-name
     with open(f"{REPO}/molecule/default/inventory/group_vars/gpu_servers.yml", encoding="utf-8") as fh:
         fleet = yaml.safe_load(fh)
     with open(f"{REPO}/molecule/default/inventory/host_vars/{BOX}.yml", encoding="utf-8") as fh:

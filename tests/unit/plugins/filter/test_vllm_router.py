@@ -20,6 +20,7 @@ WORKERS = load_cases("vllm_router_cases.yaml", "workers")
 API_KEY = load_cases("vllm_router_cases.yaml", "api_key")
 VAR_ERRORS = load_cases("vllm_router_cases.yaml", "var_errors")
 ARGV = load_cases("vllm_router_cases.yaml", "argv")
+DRAIN = load_cases("vllm_router_cases.yaml", "drain")
 FLAGS_FILE = os.path.join(ROOT, "roles", "vllm_router", "files", "vllm-router-0.1.17-flags.txt")
 
 
@@ -54,6 +55,17 @@ def test_workers_read_hostvars_lazily_like_ansible():
                                           "gateway", [], "gpu_servers", "127.0.0.1", 8123)
     assert got["urls"] == ["http://10.0.0.11:8123"]
     assert got["no_key"] == ["rig-a"]
+
+
+@pytest.mark.parametrize("case", DRAIN, ids=case_ids(DRAIN))
+def test_drain_targets(case):
+    got = vllm_router.vllm_router_drain_targets(case["box"], case["routers"], case["hostvars"], case["groups"])
+    assert got == case["expect"]
+
+
+def test_drain_targets_bad_input():
+    with pytest.raises(AnsibleFilterError, match="routers must be a list of host names"):
+        vllm_router.vllm_router_drain_targets("rig-a", "gateway", {}, {})
 
 
 def test_workers_bad_input():
@@ -129,4 +141,5 @@ def test_every_owned_flag_but_the_key_and_the_workers_is_in_the_role_settings():
 
 def test_filters_registered():
     assert set(vllm_router.FilterModule().filters()) == {"vllm_router_var_errors", "vllm_router_workers",
-                                                         "vllm_router_api_key", "vllm_router_argv"}
+                                                         "vllm_router_api_key", "vllm_router_argv",
+                                                         "vllm_router_drain_targets"}
