@@ -10,7 +10,7 @@ SCENARIOS ?= default e2e
 help:
 	@echo "make demo    - build the lab box and run site.yml against it (real vLLM 0.28.0 CPU build)"
 	@echo "make test    - lint, ansible-test sanity, unit tests, collection build, molecule scenarios ($(SCENARIOS))"
-	@echo "make wheelhouse VARIANT=cpu|cuda DEST=dir - offline wheelhouse for vllm_install"
+	@echo "make wheelhouse VARIANT=cpu|cuda|router DEST=dir - offline wheelhouse for vllm_install (router: vllm_router)"
 
 bootstrap:
 	@$(ENV) bash scripts/bootstrap.sh
