@@ -2,9 +2,9 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """A stdlib client for vLLM's router in front of the boxes (docs/router.md), run on a box of the lab.
 
-  router_client.py load  --url URL --key KEY --model M --out FILE [--sessions 4] [--max-tokens 16]
+  router_client.py load  --url URL --key KEY --model M --out FILE [--sessions 4] [--max-tokens 16] [--pause 0.1]
       Streams /v1/completions through URL, one thread per session (each with its own X-Session-ID), one request
-      after the other, until SIGTERM or SIGINT; then writes FILE: every request's session, start, end, HTTP status,
+      after the other (--pause seconds apart), until SIGTERM or SIGINT; then writes FILE: every request's session, start, end, HTTP status,
       whether the stream ended with [DONE], the error if any. The default scenario's router side effect runs it
       while site.yml rolls a new profile across the boxes, and while a box is stopped.
 
@@ -85,6 +85,7 @@ def cmd_load(args):
                 records.append({"session": "load-%d" % i, "turn": n, "start": started, "end": time.time(),
                                 "status": result["status"], "ok": result["ok"], "error": result["error"]})
             n += 1
+            stop.wait(args.pause)
 
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())
@@ -177,6 +178,7 @@ def main(argv=None):
     load.add_argument("--out", required=True)
     load.add_argument("--sessions", type=int, default=4)
     load.add_argument("--max-tokens", type=int, default=16)
+    load.add_argument("--pause", type=float, default=0.1, help="seconds between a session's requests")
     bench = sub.add_parser("bench")
     bench.add_argument("--direct", required=True)
     bench.add_argument("--router", required=True)
