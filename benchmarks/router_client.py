@@ -1,14 +1,14 @@
-#!/usr/bin/env python3
+# -*- coding: utf-8 -*-
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """A stdlib client for vLLM's router in front of the boxes (docs/router.md), run on a box of the lab.
 
-  router_client.py load  --url URL --key KEY --model M --out FILE [--sessions 4] [--max-tokens 16] [--pause 0.1]
+  python3 router_client.py load  --url URL --key KEY --model M --out FILE [--sessions 4] [--max-tokens 16] [--pause 0.1]
       Streams /v1/completions through URL, one thread per session (each with its own X-Session-ID), one request
       after the other (--pause seconds apart), until SIGTERM or SIGINT; then writes FILE: every request's session, start, end, HTTP status,
       whether the stream ended with [DONE], the error if any. The default scenario's router side effect runs it
       while site.yml rolls a new profile across the boxes, and while a box is stopped.
 
-  router_client.py bench --direct URL --router URL --key KEY --model M [--concurrency 1 8] [--requests 24]
+  python3 router_client.py bench --direct URL --router URL --key KEY --model M [--concurrency 1 8] [--requests 24]
       The router's added latency: TTFT p50/p95 and aggregate tokens/s through the router against one box direct,
       at each concurrency (same prompts, same max_tokens), printed as a table and as JSON (--out FILE).
 """
@@ -88,7 +88,7 @@ def cmd_load(args):
             stop.wait(args.pause)
 
     for sig in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(sig, lambda *_: stop.set())
+        signal.signal(sig, lambda *_args: stop.set())
     threads = [threading.Thread(target=session_loop, args=(i,), daemon=True) for i in range(args.sessions)]
     for t in threads:
         t.start()

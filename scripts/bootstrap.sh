@@ -35,4 +35,7 @@ with zipfile.ZipFile(whl) as z:
 PY
   rm -rf "$tmp"
 fi
+# molecule/resources/create.yml imports molecule-plugins' podman create playbook by this fixed path.
+ln -sfn "$("$VENV/bin/python" -c 'import os, molecule_plugins.podman as m; print(os.path.dirname(m.__file__))')/playbooks" \
+  "$CACHE_DIR/molecule-podman-playbooks"
 step "bootstrap done"

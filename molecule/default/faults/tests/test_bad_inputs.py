@@ -123,6 +123,7 @@ def mocked_cards(host):
     for name in MOCKED_CARDS:
         host.run_expect([0], "rm -f /usr/local/bin/nvidia-smi-%s /etc/nvidia-smi-mock/%s.json", name, name)
 
+
 FAIL_LINE = re.compile(r"^(?:fatal|failed): \[(?P<host>[^\]]+)\](?: \(item=[^)]*\))?(?:: FAILED!)? => ", re.M)
 
 
