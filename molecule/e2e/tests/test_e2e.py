@@ -13,6 +13,8 @@ import time
 import pytest
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", ".."))
+# vLLM's router on the box in front of its own server (the end of side_effect.yml).
+ROUTER = "http://127.0.0.1:30000"
 KV_LINE = re.compile(r"GPU KV cache size: ([\d,]+) tokens, Maximum concurrency for ([\d,]+) tokens per request: ([\d.]+)x")
 
 
@@ -91,7 +93,8 @@ def test_a_profile_without_tool_calling_failed_with_the_400_text():
 
 SDK_CLIENT = r"""
 import json, sys, openai
-client = openai.OpenAI(base_url="http://127.0.0.1:8000/v1", api_key="EMPTY", max_retries=0)
+client = openai.OpenAI(base_url=sys.argv[1] + "/v1", api_key="EMPTY", max_retries=0,
+                       default_headers={"X-Session-ID": "e2e-sdk"})
 tools = [{"type": "function", "function": {"name": "read_file", "description": "Read a file.",
           "parameters": {"type": "object", "properties": {"path": {"type": "string", "maxLength": 32}},
                          "required": ["path"], "additionalProperties": False}}}]
@@ -114,10 +117,12 @@ print(json.dumps(out))
 """
 
 
-def test_the_openai_sdk_gets_tool_calls(host):
+@pytest.mark.parametrize("base_url", ["http://127.0.0.1:8000", ROUTER], ids=["direct", "through_the_router"])
+def test_the_openai_sdk_gets_tool_calls(host, base_url):
     """The client coding agents are built on, outside our probe: a streamed turn with tools (auto) and a
-    forced call to a named function, parsed by vLLM into tool_calls."""
-    run = host.run("/opt/vllm/venv/bin/python -c %s" % shlex.quote(SDK_CLIENT))
+    forced call to a named function, parsed by vLLM into tool_calls; direct and through vLLM's router
+    (side_effect.yml put it in front of the server)."""
+    run = host.run("/opt/vllm/venv/bin/python -c %s %s" % (shlex.quote(SDK_CLIENT), base_url))
     assert run.rc == 0, (run.stdout + run.stderr)[-3000:]
     out = json.loads(run.stdout.strip().splitlines()[-1])
     assert out["auto_usage"] > 0
@@ -198,6 +203,28 @@ def test_sampled_requests_are_served(host):
         answer = _completion(host, payload)
         assert answer["status"] == 200, answer
         assert json.loads(answer["body"])["usage"]["completion_tokens"] > 0, answer
+
+
+def test_vllm_bench_serve_through_the_router(host):
+    """vLLM's own client through vLLM's router (one worker: the box's own server): every request served; its
+    figures beside the direct run's, kept in reports/router-e2e.json."""
+    cmd = (
+        "cd /tmp && HF_HUB_OFFLINE=1 TOKENIZERS_PARALLELISM=false /opt/vllm/venv/bin/python -c %s "
+        f"--backend openai --base-url {ROUTER} --endpoint /v1/completions --model tiny-qwen3 "
+        "--tokenizer /srv/models/tiny-qwen3 --dataset-name random --random-input-len 96 --random-output-len 128 "
+        f"--num-prompts {4 * BENCH_CONCURRENCY} --max-concurrency {BENCH_CONCURRENCY} --request-rate inf "
+        "--ignore-eos --disable-tqdm --seed 1234 --save-result --result-dir /tmp/bench --result-filename router.json"
+    )
+    run = host.run(cmd, BENCH)
+    assert run.rc == 0, (run.stdout + run.stderr)[-4000:]
+    bench = json.loads(host.check_output("cat /tmp/bench/router.json"))
+    figures = {k: bench.get(k) for k in ("completed", "failed", "output_throughput", "mean_ttft_ms", "median_ttft_ms")}
+    os.makedirs(os.path.join(REPO, "reports"), exist_ok=True)
+    with open(os.path.join(REPO, "reports", "router-e2e.json"), "w", encoding="utf-8") as fh:
+        json.dump(figures, fh, indent=2)
+    print("\nvllm bench serve through vLLM's router at concurrency %d: %s" % (BENCH_CONCURRENCY, json.dumps(figures)))
+    assert bench["failed"] == 0 and bench["completed"] == 4 * BENCH_CONCURRENCY, figures
+    assert bench["total_output_tokens"] == 4 * BENCH_CONCURRENCY * 128
 
 
 def test_vllm_bench_serve_with_default_sampling(host):
