@@ -205,19 +205,25 @@ def test_sampled_requests_are_served(host):
         assert json.loads(answer["body"])["usage"]["completion_tokens"] > 0, answer
 
 
-def test_vllm_bench_serve_through_the_router(host):
-    """vLLM's own client through vLLM's router (one worker: the box's own server): every request served; its
-    figures beside the direct run's, kept in reports/router-e2e.json."""
+def _bench_serve(host, base_url: str, output_len: int, name: str) -> dict:
+    """vllm bench serve (random 96 in / output_len out, the server's default sampling, 4 x BENCH_CONCURRENCY
+    prompts at BENCH_CONCURRENCY) against base_url from inside the box: its saved result."""
     cmd = (
         "cd /tmp && HF_HUB_OFFLINE=1 TOKENIZERS_PARALLELISM=false /opt/vllm/venv/bin/python -c %s "
-        f"--backend openai --base-url {ROUTER} --endpoint /v1/completions --model tiny-qwen3 "
-        "--tokenizer /srv/models/tiny-qwen3 --dataset-name random --random-input-len 96 --random-output-len 128 "
+        f"--backend openai --base-url {base_url} --endpoint /v1/completions --model tiny-qwen3 "
+        f"--tokenizer /srv/models/tiny-qwen3 --dataset-name random --random-input-len 96 --random-output-len {output_len} "
         f"--num-prompts {4 * BENCH_CONCURRENCY} --max-concurrency {BENCH_CONCURRENCY} --request-rate inf "
-        "--ignore-eos --disable-tqdm --seed 1234 --save-result --result-dir /tmp/bench --result-filename router.json"
+        f"--ignore-eos --disable-tqdm --seed 1234 --save-result --result-dir /tmp/bench --result-filename {name}.json"
     )
     run = host.run(cmd, BENCH)
     assert run.rc == 0, (run.stdout + run.stderr)[-4000:]
-    bench = json.loads(host.check_output("cat /tmp/bench/router.json"))
+    return json.loads(host.check_output(f"cat /tmp/bench/{name}.json"))
+
+
+def test_vllm_bench_serve_through_the_router(host):
+    """vLLM's own client through vLLM's router (one worker: the box's own server): every request served; its
+    figures kept in reports/router-e2e.json."""
+    bench = _bench_serve(host, ROUTER, 128, "router")
     figures = {k: bench.get(k) for k in ("completed", "failed", "output_throughput", "mean_ttft_ms", "median_ttft_ms")}
     os.makedirs(os.path.join(REPO, "reports"), exist_ok=True)
     with open(os.path.join(REPO, "reports", "router-e2e.json"), "w", encoding="utf-8") as fh:
@@ -230,16 +236,7 @@ def test_vllm_bench_serve_through_the_router(host):
 def test_vllm_bench_serve_with_default_sampling(host):
     """vLLM's own client (vllm bench serve: random 96 in / 256 out, no temperature: the server's default)
     against the converged server: no failed request; its output tok/s and mean TTFT beside the probe's."""
-    cmd = (
-        "cd /tmp && HF_HUB_OFFLINE=1 TOKENIZERS_PARALLELISM=false /opt/vllm/venv/bin/python -c %s "
-        "--backend openai --base-url http://127.0.0.1:8000 --endpoint /v1/completions --model tiny-qwen3 "
-        "--tokenizer /srv/models/tiny-qwen3 --dataset-name random --random-input-len 96 --random-output-len 256 "
-        f"--num-prompts {4 * BENCH_CONCURRENCY} --max-concurrency {BENCH_CONCURRENCY} --request-rate inf "
-        "--ignore-eos --disable-tqdm --seed 1234 --save-result --result-dir /tmp/bench --result-filename bench.json"
-    )
-    run = host.run(cmd, BENCH)
-    assert run.rc == 0, (run.stdout + run.stderr)[-4000:]
-    bench = json.loads(host.check_output("cat /tmp/bench/bench.json"))
+    bench = _bench_serve(host, "http://127.0.0.1:8000", 256, "bench")
     assert bench["failed"] == 0 and bench["completed"] == 4 * BENCH_CONCURRENCY, {k: bench.get(k) for k in ("completed", "failed", "errors")}
     assert bench["total_output_tokens"] == 4 * BENCH_CONCURRENCY * 256
     report = json.loads(host.check_output("cat /var/lib/vllm/verify/reports/latest.json"))
