@@ -4,13 +4,14 @@ SHELL := /bin/bash
 ENV := set -euo pipefail; . scripts/lab-env.sh;
 SCENARIOS ?= default e2e
 
-.PHONY: help bootstrap image apt-pool wheelhouse-cpu wheelhouse-double wheelhouse model lab \
+.PHONY: help bootstrap image apt-pool wheelhouse-cpu wheelhouse-double wheelhouse model cuda-proof lab \
         lint sanity units unit build molecule test demo demo-down clean
 
 help:
 	@echo "make demo    - build the lab box and run site.yml against it (real vLLM 0.28.0 CPU build)"
 	@echo "make test    - lint, ansible-test sanity, unit tests, collection build, molecule scenarios ($(SCENARIOS))"
 	@echo "make wheelhouse VARIANT=cpu|cuda|router DEST=dir - offline wheelhouse for vllm_install (router: vllm_router)"
+	@echo "make cuda-proof - opt-in, ~4 GB: the cuda variant installed offline into a lab box, what its first start needs"
 
 bootstrap:
 	@$(ENV) bash scripts/bootstrap.sh
@@ -35,6 +36,10 @@ wheelhouse: bootstrap
 
 model: wheelhouse-cpu
 	@$(ENV) bash scripts/tiny-model.sh
+
+# Opt-in, not in CI (about 4 GB of wheels, an 8 GB venv): scripts/cuda-proof.sh.
+cuda-proof: bootstrap
+	@$(ENV) bash scripts/cuda-proof.sh
 
 lint: bootstrap
 	@$(ENV) bash scripts/test.sh lint

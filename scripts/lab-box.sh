@@ -35,6 +35,7 @@ case $cmd in
         --ulimit nofile=20000:20000 --ulimit nproc=32768:32768 \
         -v "$WHEELHOUSE_CPU:/srv/wheelhouse/cpu:ro" -v "$WHEELHOUSE_DOUBLE:/srv/wheelhouse/double:ro" \
         -v "$WHEELHOUSE_ROUTER:/srv/wheelhouse/router:ro" \
+        ${WHEELHOUSE_CUDA:+-v "$WHEELHOUSE_CUDA:/srv/wheelhouse/cuda:ro"} \
         -v "$TINY_MODEL:/srv/models/tiny-qwen3:ro" -v "$APT_POOL:/srv/apt/lab:ro" \
         "$LAB_IMAGE" /sbin/init >/dev/null
     fi
