@@ -7,6 +7,8 @@
 #   - the venv imports vLLM and torch, and torch is the CUDA build the wheels pin;
 #   - the unit's profile environment carries VLLM_USE_FLASHINFER_SAMPLER=0 (vllm_service_flashinfer_sampler);
 #   - gcc and Python.h are there for Triton's launcher, and the service user compiles a C extension;
+#   - the opt-in toolkit (vllm_install_cuda_toolkit): the venv's nvcc is CUDA 13.0 like its runtime, libcudart.so is
+#     linked, and it compiles a kernel for the RTX 3090's sm_86;
 #   - preflight refuses the same box's cards reported on driver 570 and at compute capability 6.1.
 # It prints the time of each step and the sizes (wheelhouse, venv, uv cache) at the end, as a benchmark does.
 set -euo pipefail
@@ -36,6 +38,7 @@ gpu_servers:
       lab_gpu_profile: rtx3090x2
       vllm_install_variant: cuda
       vllm_install_wheelhouse: /srv/wheelhouse/cuda
+      vllm_install_cuda_toolkit: true
       vllm_service_model: Qwen/Qwen3-0.6B
       vllm_service_state: stopped
       vllm_service_prefetch: false
@@ -43,7 +46,9 @@ EOF
 
 timed "bootstrap" bash scripts/bootstrap.sh
 timed "lab image and apt pool" bash -c 'bash scripts/lab-image.sh && bash scripts/apt-pool.sh'
-timed "CUDA wheelhouse (cp311; cached)" bash scripts/wheelhouse.sh cuda "$WHEELHOUSE_CUDA"
+# The opt-in toolkit's packages too (vllm_install_cuda_toolkit: nvcc, its headers and NVVM at CUDA 13.0).
+timed "CUDA wheelhouse (cp311; cached)" env EXTRA_PACKAGES="nvidia-cuda-nvcc==13.0.* nvidia-cuda-crt==13.0.* nvidia-nvvm==13.0.*" \
+  bash scripts/wheelhouse.sh cuda "$WHEELHOUSE_CUDA"
 timed "lab box $box" bash scripts/lab-box.sh up "$box" rtx3090x2
 timed "prepare the box" ansible-playbook -i "$inv" molecule/resources/prepare.yml
 timed "site.yml: nvidia_power, vllm_install (cuda), vllm_service" \
@@ -58,6 +63,11 @@ podman exec "$box" sh -c '
   ls /usr/include/python3*/Python.h
   cd /tmp && printf "#include <Python.h>\nint f(void){return 0;}\n" >proof.c &&
     runuser -u vllm -- gcc -shared -fPIC $(python3-config --includes) -o /tmp/proof.so /tmp/proof.c && echo "vllm compiles a C extension"
+  toolkit=$(ls -d /opt/vllm/venv/lib/python3*/site-packages/nvidia/cu13)
+  ls -l "$toolkit/lib/libcudart.so"
+  "$toolkit/bin/nvcc" --version | tail -2
+  printf "__global__ void k(float *x) { x[threadIdx.x] *= 2.0f; }\n" >/tmp/proof.cu &&
+    runuser -u vllm -- "$toolkit/bin/nvcc" -arch=sm_86 -c -o /tmp/proof.o /tmp/proof.cu && echo "the venv nvcc compiles a kernel for sm_86"
 '
 
 step "preflight on driver 570 and on compute capability 6.1 (the mocked nvidia-smi's state, changed and put back)"
