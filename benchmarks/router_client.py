@@ -128,7 +128,7 @@ def run_level(url, key, model, concurrency, requests, max_tokens):
                 results.append(r)
 
     start = time.monotonic()
-    threads = [threading.Thread(target=worker) for _ in range(concurrency)]
+    threads = [threading.Thread(target=worker) for _worker in range(concurrency)]
     for t in threads:
         t.start()
     for t in threads:
