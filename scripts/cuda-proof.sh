@@ -47,7 +47,11 @@ EOF
 timed "bootstrap" bash scripts/bootstrap.sh
 timed "lab image and apt pool" bash -c 'bash scripts/lab-image.sh && bash scripts/apt-pool.sh'
 # The opt-in toolkit's packages too (vllm_install_cuda_toolkit: nvcc, its headers and NVVM at CUDA 13.0).
-timed "CUDA wheelhouse (cp311; cached)" env EXTRA_PACKAGES="nvidia-cuda-nvcc==13.0.* nvidia-cuda-crt==13.0.* nvidia-nvvm==13.0.*" \
+# (The wheelhouse's cache check looks at the vllm and uv wheels only: FORCE=1 while the toolkit's are missing.)
+force=0
+compgen -G "$WHEELHOUSE_CUDA/nvidia_cuda_nvcc-13.0.*.whl" >/dev/null || force=1
+timed "CUDA wheelhouse (cp311; cached)" env FORCE=$force \
+  EXTRA_PACKAGES="nvidia-cuda-nvcc==13.0.* nvidia-cuda-crt==13.0.* nvidia-nvvm==13.0.*" \
   bash scripts/wheelhouse.sh cuda "$WHEELHOUSE_CUDA"
 timed "lab box $box" bash scripts/lab-box.sh up "$box" rtx3090x2
 timed "prepare the box" ansible-playbook -i "$inv" molecule/resources/prepare.yml
