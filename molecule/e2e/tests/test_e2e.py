@@ -220,19 +220,6 @@ def _bench_serve(host, base_url: str, output_len: int, name: str) -> dict:
     return json.loads(host.check_output(f"cat /tmp/bench/{name}.json"))
 
 
-def test_vllm_bench_serve_through_the_router(host):
-    """vLLM's own client through vLLM's router (one worker: the box's own server): every request served; its
-    figures kept in reports/router-e2e.json."""
-    bench = _bench_serve(host, ROUTER, 128, "router")
-    figures = {k: bench.get(k) for k in ("completed", "failed", "output_throughput", "mean_ttft_ms", "median_ttft_ms")}
-    os.makedirs(os.path.join(REPO, "reports"), exist_ok=True)
-    with open(os.path.join(REPO, "reports", "router-e2e.json"), "w", encoding="utf-8") as fh:
-        json.dump(figures, fh, indent=2)
-    print("\nvllm bench serve through vLLM's router at concurrency %d: %s" % (BENCH_CONCURRENCY, json.dumps(figures)))
-    assert bench["failed"] == 0 and bench["completed"] == 4 * BENCH_CONCURRENCY, figures
-    assert bench["total_output_tokens"] == 4 * BENCH_CONCURRENCY * 128
-
-
 def test_vllm_bench_serve_with_default_sampling(host):
     """vLLM's own client (vllm bench serve: random 96 in / 256 out, no temperature: the server's default)
     against the converged server: no failed request; its output tok/s and mean TTFT beside the probe's."""
@@ -265,6 +252,21 @@ def test_vllm_bench_serve_with_default_sampling(host):
     assert "sampled" in rows, report.get("sampled")
     assert 0.5 <= compare["sampled"]["tps_ratio_probe_over_bench"] <= 2.0, compare
     assert 0.5 <= compare["greedy"]["tps_ratio_probe_over_bench"] <= 4.0, compare
+
+
+# After the direct run: the direct bench compares with the probe's figures measured before it, as it always has
+# (a bench that runs second finds the server's kernels compiled and reads up to 2x faster on the CPU build).
+def test_vllm_bench_serve_through_the_router(host):
+    """vLLM's own client through vLLM's router (one worker: the box's own server): every request served; its
+    figures kept in reports/router-e2e.json."""
+    bench = _bench_serve(host, ROUTER, 128, "router")
+    figures = {k: bench.get(k) for k in ("completed", "failed", "output_throughput", "mean_ttft_ms", "median_ttft_ms")}
+    os.makedirs(os.path.join(REPO, "reports"), exist_ok=True)
+    with open(os.path.join(REPO, "reports", "router-e2e.json"), "w", encoding="utf-8") as fh:
+        json.dump(figures, fh, indent=2)
+    print("\nvllm bench serve through vLLM's router at concurrency %d: %s" % (BENCH_CONCURRENCY, json.dumps(figures)))
+    assert bench["failed"] == 0 and bench["completed"] == 4 * BENCH_CONCURRENCY, figures
+    assert bench["total_output_tokens"] == 4 * BENCH_CONCURRENCY * 128
 
 
 def test_the_unit_comes_back_after_an_engine_death(host):
