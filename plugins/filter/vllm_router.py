@@ -251,8 +251,9 @@ def vllm_router_var_errors(values):
     return errors
 
 
-def _worker(hostvars, name, default_host, default_port):
-    """The worker's bind (vllm_service_host, vllm_service_port) and inventory address (ansible_host)."""
+def _host_vars(hostvars, name):
+    """get(key, default) over one host's variables: the default when the variable is unset (Ansible's hostvars
+    raise KeyError) or null."""
     try:
         hv = hostvars[name]
     except KeyError:
@@ -267,6 +268,12 @@ def _worker(hostvars, name, default_host, default_port):
             return default
         return default if value is None else value
 
+    return get
+
+
+def _worker(hostvars, name, default_host, default_port):
+    """The worker's bind (vllm_service_host, vllm_service_port) and inventory address (ansible_host)."""
+    get = _host_vars(hostvars, name)
     return {"name": name, "host": get("vllm_service_host", default_host), "port": get("vllm_service_port", default_port),
             "address": get("ansible_host", name), "api_key": _text(get("vllm_service_api_key", "")),
             "api_key_file": _text(get("vllm_service_api_key_file", ""))}
@@ -357,18 +364,7 @@ def vllm_router_drain_targets(box, routers, hostvars, groups, default_router_hos
     groups = groups if isinstance(groups, Mapping) else {}
     out = []
     for router in routers:
-        try:
-            hv = hostvars[router]
-        except KeyError:
-            hv = {}
-
-        def get(key, default, hv=hv):
-            try:
-                value = hv[key]
-            except KeyError:
-                return default
-            return default if value is None else value
-
+        get = _host_vars(hostvars, router)
         if get("vllm_router_worker_urls", []):
             continue
         group = _text(get("vllm_router_worker_group", "gpu_servers"))
@@ -377,9 +373,8 @@ def vllm_router_drain_targets(box, routers, hostvars, groups, default_router_hos
         workers = _workers([box], hostvars, str(router), [], group, default_host, default_port)
         if workers["errors"] or not workers["urls"]:
             continue
+        # Asked on the router host itself: url_host makes a wildcard bind the loopback address of its family.
         host = _text(get("vllm_router_host", default_router_host))
-        if _is_wildcard(host):
-            host = "::1" if host.strip("[]") == "::" else "127.0.0.1"
         port = _int(get("vllm_router_port", default_router_port), default_router_port)
         out.append({"router": str(router), "admin_url": "http://%s:%d" % (_url_host(host), port),
                     "worker_url": workers["urls"][0]})
