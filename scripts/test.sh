@@ -130,4 +130,33 @@ for entry in "${failed_stage_logs[@]}"; do
 done
 step "stage times"
 printf '  %s\n' "${report[@]}"
+# Last, a few lines that name each failure (CI shows only the end of the output): a failed task with the
+# task's name, a failed test's id, a lint error.
+brief() {
+  awk '
+    /^TASK \[/ { task = $0; sub(/ \*+$/, "", task) }
+    /^(fatal|failed): \[.*FAILED!/ {
+      line = $0; sub(/^[^{]*/, "", line); why = line
+      if (match(line, /"msg": "([^"\\]|\\.)*"/)) why = substr(line, RSTART, RLENGTH)
+      if (match(line, /"stderr": "([^"\\]|\\.)+"/)) why = why " " substr(line, RSTART, 160)
+      print "    " task " " why; next
+    }
+    /^FAILED [^ ]+::/ || /^ERROR [^ ]+::/ { print "    " $0; next }
+    /^ERROR: / || /^[^ ]+:[0-9]+:[0-9]+: / { print "    " $0 }
+  ' "$1" | tail -"${2:-4}" | cut -c1-300
+}
+if [ $rc -ne 0 ]; then
+  step "failures in brief"
+  for entry in "${failed_stage_logs[@]}"; do
+    echo "  stage ${entry%%:*} (log ${entry#*:}):"
+    brief "${entry#*:}" 4
+  done
+  if [ -f reports/logs/molecule-results.txt ]; then
+    while read -r s mrc _secs; do
+      [ "$mrc" -eq 0 ] && continue
+      echo "  molecule $s (log reports/logs/molecule-$s.log):"
+      brief "reports/logs/molecule-$s.log" 5
+    done <reports/logs/molecule-results.txt
+  fi
+fi
 exit $rc

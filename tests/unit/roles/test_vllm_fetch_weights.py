@@ -212,9 +212,12 @@ def test_an_interrupted_run_keeps_its_files_and_the_next_fetches_only_the_rest(t
         second_gets = [r["path"].rsplit("/", 1)[-1] for r in hub.requests[first_run:]
                        if r["method"] == "GET" and "/resolve/" in r["path"]]
     assert rc == 1 and not failed["ok"] and failed["error"].startswith("vllm_service_model: fetching %s" % REPO)
-    assert "500" in failed["error"] and failed["kept_blobs"] == len(source_files(model)) - 1, failed
-    assert second_gets == ["model.safetensors"], second_gets
-    assert out["fetched_files"] == ["model.safetensors"] and out["files"] == len(source_files(model))
+    # huggingface_hub cancels the downloads that had not started when one fails (how many had started depends
+    # on the machine's load), so the first run keeps some of the other files, and the second asks for the rest
+    files = len(source_files(model))
+    assert "500" in failed["error"] and 0 <= failed["kept_blobs"] <= files - 1, failed
+    assert "model.safetensors" in second_gets and len(second_gets) == files - failed["kept_blobs"], (failed, second_gets)
+    assert sorted(out["fetched_files"]) == sorted(second_gets) and out["files"] == files
 
 
 def test_a_killed_run_leaves_a_partial_file_that_the_next_run_removes(tmp_path):
