@@ -16,6 +16,9 @@ The cost: ``--cost-runs`` runs of the check itself (`vllm_watchdog.py check`, wi
 temporary directory: its own state file, dry run) against the live server; CPU ms per check (user + system of
 the child) and the largest max RSS.
 
+``--idle``: freeze the engine while nothing is pending, then send one completion that waits (what an agent's
+next request does): the engine's gauges say 0 pending, and the API server's /load says 1.
+
 ``--stall-seconds`` sets stall_seconds in the installed config for the trials (read at every check) and puts
 the file back at the end; the period is the timer's (set it with -e vllm_service_watchdog_period=5 in the play).
 """
@@ -130,13 +133,20 @@ def trial(cfg, key, args):
     model = model_of(base, key)
     before = state(cfg).get("restarts_total", 0)
     stop = threading.Event()
-    load(base, key, model, args.streams, args.tokens, stop)
-    wait_for(lambda: pending(base) > 0, 30, 0.2)
+    if args.idle:
+        # frozen while idle; then one client asks (and waits, as an agent does) while the engine reports nothing
+        wait_for(lambda: pending(base) == 0, 30, 0.2)
+    else:
+        load(base, key, model, args.streams, args.tokens, stop)
+        wait_for(lambda: pending(base) > 0, 30, 0.2)
     pids = engine_pids()
     t_freeze = time.time()
     m0 = time.monotonic()
     for pid in pids:
         os.kill(pid, signal.SIGSTOP)
+    if args.idle:
+        time.sleep(1.0)
+        load(base, key, model, 1, 8, stop)
     stop.set()
     ok = wait_for(lambda: serving(base, key, 5.0), args.recover_timeout, 1.0)
     serving_s = time.monotonic() - m0
@@ -147,7 +157,8 @@ def trial(cfg, key, args):
             os.kill(pid, signal.SIGCONT)
         except OSError:
             pass
-    return {"frozen_pids": pids, "served_again": ok, "freeze_to_serving_s": round(serving_s, 1),
+    return {"frozen_pids": pids, "idle": bool(args.idle), "served_again": ok,
+            "freeze_to_serving_s": round(serving_s, 1),
             "freeze_to_verdict_s": round(verdict["at"] - t_freeze, 1) if verdict.get("at") else None,
             "rule": verdict.get("rule"), "restarts_made": st.get("restarts_total", 0) - before,
             "verdict": verdict}
@@ -181,6 +192,8 @@ def main(argv=None):
     ap.add_argument("--trials", type=int, default=3)
     ap.add_argument("--streams", type=int, default=4, help="long completions in flight when the engine is frozen")
     ap.add_argument("--tokens", type=int, default=1500)
+    ap.add_argument("--idle", action="store_true",
+                    help="freeze the idle engine, then send one request: the engine reports nothing pending")
     ap.add_argument("--stall-seconds", type=int, default=None)
     ap.add_argument("--ready-timeout", type=float, default=600)
     ap.add_argument("--recover-timeout", type=float, default=900)
@@ -194,7 +207,9 @@ def main(argv=None):
     # The canary's key, read as the watchdog reads it (the collection's env-file reader installed beside it).
     from vllm_watchdog import api_key  # pylint: disable=import-outside-toplevel,import-error
     key = api_key(cfg)
-    out = {"settings": {k: cfg.get(k) for k in ("period", "stall_seconds", "max_restarts")}, "trials": []}
+    out = {"settings": {k: cfg.get(k) for k in ("period", "stall_seconds", "unserved_seconds", "canary_interval",
+                                                 "canary_timeout", "canary_failures", "max_restarts")},
+           "trials": []}
     try:
         if args.stall_seconds is not None:
             cfg["stall_seconds"] = args.stall_seconds

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The watchdog on the real server of a converged box (make demo, or the e2e box): time from a frozen engine
 # (SIGSTOP of VLLM::EngineCore) to serving again over a few trials, and the check's own CPU time and memory.
-#   benchmarks/watchdog_recovery.sh BOX [--trials N] [--stall-seconds S] [--streams N] [--cost-runs N] [--json]
+#   benchmarks/watchdog_recovery.sh BOX [--trials N] [--stall-seconds S] [--streams N] [--idle] [--cost-runs N] [--json]
 # Converge with a short period first for figures that do not wait minutes, e.g.
 #   ansible-playbook -i inventories/demo site.yml -e vllm_service_watchdog_period=5 -e vllm_service_watchdog_stall_seconds=30
 # (benchmarks/watchdog_recovery.py runs inside the box; it restores the box's watchdog config at the end).

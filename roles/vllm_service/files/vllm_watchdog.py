@@ -30,6 +30,12 @@ silent        nothing pending and no progress for ``canary_interval`` seconds: o
               (max_tokens 1) is sent and must be answered within ``canary_timeout``; ``canary_failures``
               failed canaries in a row are a verdict. Never sent while work is pending (so it cannot
               misfire under load), nor when real traffic moved the counters recently.
+              The canary is due sooner, after ``unserved_seconds``, when the API server holds requests
+              (its /load, vLLM's --enable-server-load-tracking, which vllm_service turns on with the
+              watchdog) that the engine never reports: an engine that froze while idle reports nothing
+              new, so its gauges stay at 0 while the requests sent to it wait. A client that keeps
+              a finished stream open looks the same; the canary, answered, tells the two apart, and
+              that many requests are not asked about again (only more of them are).
 
 Nothing counts before the first readiness (/health and /metrics answer 200) of the unit's current
 invocation (systemd's InvocationID): model loading, a weights download or a restart never look like
@@ -58,6 +64,7 @@ __all__ = [
     "DEFAULTS",
     "PENDING",
     "PROGRESS",
+    "api_in_flight",
     "api_key",
     "find_orphans",
     "judge",
@@ -82,6 +89,7 @@ DEFAULTS = {
     "canary_interval": 300,
     "canary_timeout": 60,
     "canary_failures": 2,
+    "unserved_seconds": 30,
     "max_restarts": 3,
     "restart_window": 3600,
     "dry_run": False,
@@ -144,6 +152,8 @@ def _fresh_invocation(st, invocation):
         "canary_fails": 0,
         "last_canary_at": None,
         "last_canary": None,
+        "unserved_since": None,
+        "api_answered": 0,
     })
 
 
@@ -165,7 +175,8 @@ def judge(state, sample, settings):
     """One check: (the previous state, what this check saw, the settings) -> (new state, decision).
 
     ``sample``: {now: monotonic s, wall: epoch s, unit: {ActiveState, InvocationID, ...},
-    health: {ok, status, error}, metrics: {ok, status, error, running, waiting, pending, counters},
+    health: {ok, status, error}, metrics: {ok, status, error, running, waiting, pending, counters,
+    api_in_flight (the API server's /load: requests it holds; absent when it did not answer)},
     canary: None or {ok, status, error, seconds}}.
 
     ``decision``: {action: none | canary | restart | hold, phase, note, verdict: None or {rule, ...}}.
@@ -232,10 +243,20 @@ def judge(state, sample, settings):
         st["fails"] = 0
         counters = metrics.get("counters") or {}
         pending = int(metrics.get("pending", 0))
-        if _moved(st.get("counters"), counters):
+        api = int(metrics.get("api_in_flight") or 0)
+        moved = _moved(st.get("counters"), counters)
+        if moved:
             st["progress_at"] = now
             st["last_activity"] = now
             st["canary_fails"] = 0
+        # Requests the API server holds beyond those an answered canary already explained (a client keeping a
+        # finished stream open): while the engine reports nothing pending and nothing moves, they are unserved.
+        st["api_answered"] = min(int(st.get("api_answered") or 0), api)
+        if pending == 0 and api > st["api_answered"] and not moved:
+            if st.get("unserved_since") is None:
+                st["unserved_since"] = now
+        else:
+            st["unserved_since"] = None
         if pending > 0:
             if st.get("pending_since") is None:
                 st["pending_since"] = now
@@ -246,13 +267,15 @@ def judge(state, sample, settings):
                 level = "warning"  # half-way to a verdict: the journal shows it coming
             if still >= float(cfg["stall_seconds"]):
                 verdict = {"rule": "stalled", "pending": pending, "running": metrics.get("running", 0),
-                           "waiting": metrics.get("waiting", 0), "stalled_s": round(still, 1),
+                           "waiting": metrics.get("waiting", 0), "api_in_flight": metrics.get("api_in_flight"),
+                           "stalled_s": round(still, 1),
                            "stall_seconds": cfg["stall_seconds"], "counters": counters,
                            "unchanged_since": round(wall - still, 3)}
         else:
             st["pending_since"] = None
             canary = sample.get("canary")
             quiet = now - max(st["last_activity"], st.get("last_canary_at") or 0.0)
+            unserved = now - st["unserved_since"] if st.get("unserved_since") is not None else None
             if canary is not None:
                 st["last_canary_at"] = now
                 st["last_canary"] = dict(canary, at=wall)
@@ -262,6 +285,12 @@ def judge(state, sample, settings):
                     st["canary_fails"] = 0
                     st["last_activity"] = now
                     note = "idle; the canary was answered in %s s" % canary.get("seconds")
+                    if unserved is not None:
+                        # the engine serves: what the API server holds is not waiting for it
+                        st["api_answered"] = api
+                        st["unserved_since"] = None
+                        note += " (%d request(s) at the API for %.0f s are not waiting for the engine)" % (
+                            api, unserved)
                 elif 400 <= status < 500:
                     note = "idle; the canary was refused with %s (%s): it proves nothing, not counted" % (
                         status, canary.get("error"))
@@ -273,11 +302,18 @@ def judge(state, sample, settings):
                     if st["canary_fails"] >= int(cfg["canary_failures"]):
                         verdict = {"rule": "silent", "canary_failures": st["canary_fails"],
                                    "canary": canary, "canary_timeout_s": cfg["canary_timeout"],
-                                   "counters": counters,
+                                   "counters": counters, "api_in_flight": metrics.get("api_in_flight"),
+                                   "unserved_s": None if unserved is None else round(unserved, 1),
                                    "quiet_s": round(now - st["last_activity"], 1)}
+            elif unserved is not None and unserved >= float(cfg["unserved_seconds"]):
+                action = "canary"
+                note = ("nothing pending in the engine, but %d request(s) at the API and no progress for %.0f s: "
+                        "a canary is due" % (api, unserved))
             elif st.get("canary_fails", 0) > 0 or quiet >= float(cfg["canary_interval"]):
                 action = "canary"
                 note = "idle for %.0f s: a canary is due" % quiet
+            elif unserved is not None:
+                note = "idle per the engine; %d request(s) at the API for %.0f s" % (api, unserved)
             else:
                 note = "idle"
         st["counters"] = counters
@@ -407,6 +443,16 @@ def save_json(path, data):
     os.replace(tmp, path)
 
 
+def api_in_flight(answer):
+    """The /load answer ({"server_load": N}: the requests the API server holds) -> N, or None."""
+    if not answer.get("ok"):
+        return None
+    try:
+        return max(0, int(json.loads(answer["body"])["server_load"]))
+    except (ValueError, TypeError, KeyError):
+        return None
+
+
 def canary(base_url, key, timeout):
     """A one-token completion to the first served model -> {ok, status, error, seconds}."""
     t0 = time.monotonic()
@@ -445,6 +491,9 @@ def check(config):
         sample["metrics"] = {k: v for k, v in got.items() if k != "body"}
         if got["ok"]:
             sample["metrics"].update(observe(got["body"]))
+            in_flight = api_in_flight(http_get(base, "/load", timeout))
+            if in_flight is not None:
+                sample["metrics"]["api_in_flight"] = in_flight
     new, decision = judge(state, sample, settings)
     if decision["action"] == "canary":
         key = api_key(config)

@@ -327,6 +327,23 @@ def test_engine_dies_after_n_requests(double):
             "root cause.") in d.log
 
 
+@pytest.mark.parametrize("tracking", [True, False])
+def test_load_counts_the_completions_the_api_holds_like_vllm(double, tracking):
+    """GET /load: {"server_load": N}, the completions in flight when --enable-server-load-tracking is on, else 0."""
+    d = double(settings={"enable_server_load_tracking": tracking})
+    seen = []
+    worker = threading.Thread(target=lambda: seen.append(stream(d, model=None, max_tokens=400)[0].status))
+    worker.start()
+    loads = []
+    while worker.is_alive() and len(loads) < 200:
+        loads.append(json.loads(d.request("GET", "/load")[1])["server_load"])
+        time.sleep(0.005)
+    worker.join()
+    after = json.loads(d.request("GET", "/load")[1])
+    assert seen == [200] and after == {"server_load": 0}
+    assert max(loads) == (1 if tracking else 0), loads
+
+
 BUSY_LINE = re.compile(r"^gpuhost_double:engine_busy_seconds_total\{[^}]*\} (\S+)$", re.M)
 
 

@@ -60,6 +60,8 @@ def sample_of(step, default_invocation):
         sample["metrics"] = {"ok": False, "status": 0, "error": "timeout after 10.0 s"}
     else:
         sample["metrics"] = dict({"ok": True, "status": 200, "error": None}, **wd.observe(metrics_text(spec)))
+        if step.get("api_in_flight") is not None:
+            sample["metrics"]["api_in_flight"] = step["api_in_flight"]
     if "canary" in step:
         sample["canary"] = step["canary"]
     return sample

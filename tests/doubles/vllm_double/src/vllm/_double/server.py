@@ -94,6 +94,9 @@ class State:
         self.created = int(time.time())
         self.created_at = time.time()
         self.block_size_given = "block_size" in args.raw
+        # vLLM's --enable-server-load-tracking: the completions the API server holds, read at GET /load
+        self.load_tracking = str(args.raw.get("enable_server_load_tracking", False)).lower() in ("true", "1")
+        self.server_load = 0
 
     def observe_ttft(self, seconds: float) -> None:
         with self.lock:
@@ -353,6 +356,8 @@ class Handler(BaseHTTPRequestHandler):
             self._send(200, self._models())
         elif path == "/metrics":
             self._send(200, metrics_text(self.state).encode(), "text/plain; version=0.0.4; charset=utf-8")
+        elif path == "/load":
+            self._send(200, {"server_load": self.state.server_load})
         else:
             self._send(404, {"detail": "Not Found"})
 
@@ -388,12 +393,20 @@ class Handler(BaseHTTPRequestHandler):
         except ValueError as exc:
             self._send(400, error_body(f"Invalid JSON: {exc}", "BadRequestError", 400))
             return
+        st = self.state
+        if st.load_tracking:
+            with st.lock:
+                st.server_load += 1
         try:
             self._completions(body)
         except RequestError as exc:
             self._send(exc.status, exc.body)
         except (BrokenPipeError, ConnectionResetError):
             pass
+        finally:
+            if st.load_tracking:
+                with st.lock:
+                    st.server_load -= 1
 
     def _completions(self, body: dict) -> None:
         st = self.state
@@ -636,7 +649,7 @@ def serve(state: State) -> None:
     httpd = Server((host, args.port), Handler)
     log("INFO", "api_server.py:657", f"Starting vLLM server on http://{host}:{args.port}")
     log("INFO", "launcher.py:51", "Available routes are:")
-    for route, methods in (("/version", "GET"), ("/health", "GET"), ("/metrics", "GET"),
+    for route, methods in (("/version", "GET"), ("/health", "GET"), ("/metrics", "GET"), ("/load", "GET"),
                            ("/v1/models", "GET"), ("/v1/completions", "POST")):
         log("INFO", "launcher.py:60", f"Route: {route}, Methods: {methods}")
     raw_log(f"INFO:     Started server process [{_PID}]")
