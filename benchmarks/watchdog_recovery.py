@@ -207,9 +207,9 @@ def main(argv=None):
     # The canary's key, read as the watchdog reads it (the collection's env-file reader installed beside it).
     from vllm_watchdog import api_key  # pylint: disable=import-outside-toplevel,import-error
     key = api_key(cfg)
-    out = {"settings": {k: cfg.get(k) for k in ("period", "stall_seconds", "unserved_seconds", "canary_interval",
-                                                 "canary_timeout", "canary_failures", "max_restarts")},
-           "trials": []}
+    shown = ("period", "stall_seconds", "unserved_seconds", "canary_interval", "canary_timeout", "canary_failures",
+             "max_restarts")
+    out = {"settings": {k: cfg.get(k) for k in shown}, "trials": []}
     try:
         if args.stall_seconds is not None:
             cfg["stall_seconds"] = args.stall_seconds
