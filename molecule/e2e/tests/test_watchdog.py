@@ -161,6 +161,9 @@ def test_a_frozen_engine_is_restarted_and_serves_again(host):
     assert served, _journal(host)[-3000:] + _journal(host, "vllm.service")[-3000:]
     assert verdict.get("rule") == "stalled" and verdict.get("action") == "restart", verdict
     assert verdict["pending"] > 0 and "vllm:generation_tokens_total" in verdict["counters"], verdict
+    # the API server's own count (GET /load, --enable-server-load-tracking, on with the watchdog): the frozen
+    # engine's requests are still held there, which is how a freeze while idle is found too (docs/watchdog.md)
+    assert verdict["api_in_flight"] >= 1, verdict
     assert verdict["invocation"] == inv and verdict["stalled_s"] >= cfg["stall_seconds"], verdict
     assert st["restarts_total"] == before + 1, st
     assert "VERDICT stalled: restarting vllm.service" in _journal(host)
