@@ -141,9 +141,17 @@ class SseServerDouble(HttpDouble):
                     status = double.statuses.pop(0) if double.statuses else None
                     double.inflight += 1
                     double.max_inflight = max(double.max_inflight, double.inflight)
+                self._counted = True
                 try:
                     self._complete(body, status)
                 finally:
+                    self._leave()
+
+            def _leave(self):
+                """The request stops counting as in flight (once): before the last bytes of a stream are written, so
+                that a client that has read its whole answer never finds it still counted."""
+                if getattr(self, "_counted", False):
+                    self._counted = False
                     with double.lock:
                         double.inflight -= 1
 
@@ -200,6 +208,7 @@ class SseServerDouble(HttpDouble):
                         time.sleep(double.chunk_delay_s)
                 if double.send_usage:
                     pending.append(usage_event(model, prompt_len, sent))
+                self._leave()
                 write(b"".join(pending) + DONE + LAST_CHUNK)
 
         return Handler
