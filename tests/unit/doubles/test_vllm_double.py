@@ -373,11 +373,18 @@ def _aggregate_tps(d, n, max_tokens=40):
 
 
 def test_max_num_seqs_limits_the_batch_and_concurrency_pays(double):
-    narrow = _aggregate_tps(double(settings={"max_num_seqs": 2}), 4, max_tokens=20)
-    wide = _aggregate_tps(double(settings={"max_num_seqs": 8}), 4, max_tokens=20)
     # the write-up: max-num-seqs 2 -> 8 gave +55% at 4 requests (the model: 1.55x when all four
-    # requests share the first step; less when the client's threads arrive a step apart)
-    assert 1.3 < wide / narrow < 1.8, (narrow, wide)
+    # requests share the first step; less when the client's threads arrive steps apart, which a host
+    # starved of CPU can make happen: seen 0.74 with five busy loops on 2 cores). Up to three tries, each
+    # on fresh doubles; a model without the effect gives about 1.0 every time.
+    tries = []
+    for _try in range(3):
+        narrow = _aggregate_tps(double(settings={"max_num_seqs": 2}), 4, max_tokens=20)
+        wide = _aggregate_tps(double(settings={"max_num_seqs": 8}), 4, max_tokens=20)
+        tries.append((narrow, wide, wide / narrow))
+        if 1.3 < wide / narrow < 1.8:
+            break
+    assert 1.3 < tries[-1][2] < 1.8, tries
 
 
 def test_speculative_chunks_carry_several_tokens_and_usage_counts_them(double):
