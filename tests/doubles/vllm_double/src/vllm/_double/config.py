@@ -169,6 +169,7 @@ class ServerArgs:
     block_size: int = 16
     speculative_config: dict | None = None
     enable_prefix_caching: bool = True
+    enable_server_load_tracking: bool = False
     raw: dict[str, Any] = field(default_factory=dict)
 
     def non_default(self) -> dict[str, Any]:
@@ -228,6 +229,8 @@ def server_args(argv: list[str], environ: dict[str, str] | None = None) -> Serve
         args.speculative_config = _json(raw["speculative_config"], "speculative_config")
     if "enable_prefix_caching" in raw:
         args.enable_prefix_caching = bool(raw["enable_prefix_caching"])
+    if "enable_server_load_tracking" in raw:
+        args.enable_server_load_tracking = bool(raw["enable_server_load_tracking"])
     key = raw.get("api_key")
     if key not in (None, True):
         args.api_key = key if isinstance(key, list) else [str(key)]

@@ -95,7 +95,7 @@ class State:
         self.created_at = time.time()
         self.block_size_given = "block_size" in args.raw
         # vLLM's --enable-server-load-tracking: the completions the API server holds, read at GET /load
-        self.load_tracking = str(args.raw.get("enable_server_load_tracking", False)).lower() in ("true", "1")
+        self.load_tracking = args.enable_server_load_tracking
         self.server_load = 0
 
     def observe_ttft(self, seconds: float) -> None:
