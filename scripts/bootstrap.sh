@@ -38,4 +38,14 @@ fi
 # molecule/resources/create.yml imports molecule-plugins' podman create playbook by this fixed path.
 ln -sfn "$("$VENV/bin/python" -c 'import os, molecule_plugins.podman as m; print(os.path.dirname(m.__file__))')/playbooks" \
   "$CACHE_DIR/molecule-podman-playbooks"
+# promtool (tests/unit/prometheus: `promtool check/test rules`) from Debian's prometheus package, unpacked into the
+# cache, never installed: no service starts on this machine.
+prom=$CACHE_DIR/prometheus
+if [ ! -x "$prom/usr/bin/promtool" ]; then
+  step "promtool from Debian's prometheus package (apt-get download + dpkg -x into $prom)"
+  tmp=$(mktemp -d)
+  (cd "$tmp" && apt-get download -qq prometheus)
+  rm -rf "$prom" && mkdir -p "$prom" && dpkg -x "$tmp"/prometheus_*.deb "$prom"
+  rm -rf "$tmp"
+fi
 step "bootstrap done"
