@@ -289,26 +289,11 @@ def warm_up(client, ep, model, tokens):
 # ------------------------------------------------------------------ /metrics
 
 def parse_metrics(text):
-    """Prometheus text -> {sample name: sum of its values over every label set}."""
-    totals = {}
-    for line in text.splitlines():
-        line = line.strip()
-        if not line or line.startswith("#"):
-            continue
-        if "{" in line:
-            name = line[:line.index("{")]
-            rest = line[line.rindex("}") + 1:]
-        else:
-            name, _sep, rest = line.partition(" ")
-        fields = rest.split()
-        if not fields:
-            continue
-        try:
-            value = float(fields[0])
-        except ValueError:
-            continue
-        totals[name] = totals.get(name, 0.0) + value
-    return totals
+    """Prometheus text -> {sample name: sum of its values over every label set}, read with the collection's one
+    reader of it (plugins/module_utils/prometheus_text.py)."""
+    use_collection()
+    reader = importlib.import_module("ansible_collections.gpuhost.inference.plugins.module_utils.prometheus_text")
+    return reader.totals(text)
 
 
 def scrape(ep, required=METRICS):

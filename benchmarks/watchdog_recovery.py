@@ -119,11 +119,10 @@ def pending(base):
     status, body = http(base + "/metrics")
     if status != 200:
         return 0
-    n = 0
-    for line in body.splitlines():
-        if line.startswith(("vllm:num_requests_running", "vllm:num_requests_waiting")):
-            n += int(float(line.rsplit(" ", 1)[1]))
-    return n
+    # the collection's one reader of Prometheus text, installed beside the watchdog (main() puts it on sys.path)
+    import prometheus_text  # pylint: disable=import-outside-toplevel,import-error
+    return int(prometheus_text.total(body, "vllm:num_requests_running") or 0) + int(
+        prometheus_text.total(body, "vllm:num_requests_waiting") or 0)
 
 
 def trial(cfg, key, args):

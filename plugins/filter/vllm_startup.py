@@ -8,6 +8,8 @@ import re
 
 from ansible.errors import AnsibleFilterError
 
+from ansible_collections.gpuhost.inference.plugins.module_utils import prometheus_text
+
 _NUM = r"(\d[\d,]*)"
 _FLOAT = r"(\d[\d,]*(?:\.\d+)?)"
 
@@ -200,8 +202,6 @@ def vllm_startup_report(text):
 
 
 # -- /metrics ------------------------------------------------------------------------------------
-_CACHE_INFO = re.compile(r"^vllm:cache_config_info\{(.*)\}\s+\S+\s*$")
-_LABEL = re.compile(r'([A-Za-z_][A-Za-z0-9_]*)="((?:[^"\\]|\\.)*)"')
 _INT_TEXT = re.compile(r"^-?\d+$")
 _FLOAT_TEXT = re.compile(r"^-?(?:\d+\.\d*|\.\d+|\d+)(?:[eE][-+]?\d+)?$")
 CACHE_INFO_KEYS = (
@@ -211,7 +211,6 @@ CACHE_INFO_KEYS = (
 
 
 def _label_value(text):
-    text = text.replace('\\"', '"').replace("\\n", "\n").replace("\\\\", "\\")
     if text == "None" or text == "":
         return None
     if text == "True":
@@ -233,11 +232,8 @@ def vllm_metrics_cache_info(text):
     engines, engine "0" (else the first sample) is returned.
     """
     body = _text(text, "vllm_metrics_cache_info")
-    samples = []
-    for line in body.splitlines():
-        m = _CACHE_INFO.match(line.strip())
-        if m:
-            samples.append({k: _label_value(v) for k, v in _LABEL.findall(m.group(1))})
+    samples = [{k: _label_value(v) for k, v in labels.items()}
+               for labels, _value in prometheus_text.series(body, "vllm:cache_config_info")]
     chosen = {}
     if samples:
         chosen = next((s for s in samples if s.get("engine") in (0, "0")), samples[0])

@@ -14,10 +14,11 @@ python: vLLM depends on ``openai``), so the requests are the SDK's, not a hand-w
 from __future__ import annotations
 
 import json
-import re
 import threading
 import time
 
+from ansible_collections.gpuhost.inference.plugins.module_utils.prometheus_text import samples as _metric_samples
+from ansible_collections.gpuhost.inference.plugins.module_utils.prometheus_text import total as _metric_total
 from ansible_collections.gpuhost.inference.plugins.module_utils.vllm_stats import summarize
 
 # What a coding agent offers: the usual file and shell tools, with JSON-schema parameters.
@@ -69,7 +70,6 @@ _USER_TURNS = (
     "Now update the changelog with one line about the fix.",
     "Check that the linter is clean on the files you touched.",
 )
-_METRIC_LINE = re.compile(r"^(vllm:prefix_cache_(?:hits|queries)_total)(?:\{[^}]*\})?\s+([0-9.eE+-]+)\s*$", re.M)
 
 
 def system_prompt(sections):
@@ -83,11 +83,10 @@ def system_prompt(sections):
 
 def prefix_cache_counters(metrics_text):
     """{'hits': float, 'queries': float} summed over label sets from /metrics text; None when absent."""
-    found = {}
-    for name, value in _METRIC_LINE.findall(metrics_text or ""):
-        key = "hits" if name.endswith("hits_total") else "queries"
-        found[key] = found.get(key, 0.0) + float(value)
-    if "hits" not in found or "queries" not in found:
+    parsed = _metric_samples(metrics_text or "")
+    found = {"hits": _metric_total(parsed, "vllm:prefix_cache_hits_total"),
+             "queries": _metric_total(parsed, "vllm:prefix_cache_queries_total")}
+    if found["hits"] is None or found["queries"] is None:
         return None
     return found
 

@@ -43,11 +43,13 @@ print(json.dumps(n))
 # process in the same breath -> {pids, pending} (in one script: no round trip between seeing the work and the
 # freeze; not pkill -f, which would match this shell).
 FREEZE = r"""
-import json, os, signal, time, urllib.request
+import json, os, signal, sys, time, urllib.request
+sys.path.insert(0, '/usr/local/lib/gpuhost-inference')  # the collection's Prometheus text reader, installed there
+import prometheus_text
 def pending():
     text = urllib.request.urlopen('http://127.0.0.1:8000/metrics', timeout=5).read().decode()
-    return sum(int(float(l.rsplit(' ', 1)[1])) for l in text.splitlines()
-               if l.startswith(('vllm:num_requests_running{', 'vllm:num_requests_waiting{')))
+    return int(sum(prometheus_text.total(text, name) or 0
+                   for name in ('vllm:num_requests_running', 'vllm:num_requests_waiting')))
 end = time.time() + 60
 n = 0
 while time.time() < end:

@@ -8,7 +8,8 @@ copies this file to the box (/usr/local/lib/gpuhost-inference/vllm_watchdog.py) 
 watchdog's root oneshot unit runs it with the system python3 every period. The API key of the canary
 is read from the secrets file with the collection's one env-file reader (plugins/module_utils/systemd_env.py,
 which vllm_service installs beside this file and this file loads by path; config key env_reader), so the
-canary sends the key systemd gave the server:
+canary sends the key systemd gave the server. /metrics is read the same way, with the collection's one reader of
+Prometheus text (plugins/module_utils/prometheus_text.py, installed beside this file; config key metrics_reader):
 
     python3 vllm_watchdog.py check --config /etc/vllm/watchdog.json   # one check (the timer's unit)
     python3 vllm_watchdog.py status --config /etc/vllm/watchdog.json  # print config + state, read-only
@@ -51,9 +52,7 @@ import copy
 import http.client
 import importlib.util
 import json
-import math
 import os
-import re
 import signal
 import subprocess
 import sys
@@ -69,6 +68,7 @@ __all__ = [
     "find_orphans",
     "judge",
     "load_env_reader",
+    "load_metrics_reader",
     "observe",
     "parse_metrics",
 ]
@@ -103,34 +103,47 @@ STATE_VERSION = 1
 CRIT, ERR, WARNING, NOTICE, INFO = 2, 3, 4, 5, 6
 LEVELS = {"crit": CRIT, "err": ERR, "warning": WARNING, "notice": NOTICE, "info": INFO}
 
-_SAMPLE = re.compile(r"^([A-Za-z_:][A-Za-z0-9_:]*)(\{[^}]*\})?\s+(\S+)")
+# The collection's one reader of Prometheus text (plugins/module_utils/prometheus_text.py), installed beside this
+# file by vllm_service (config key metrics_reader); in the collection's tree it is found where it lives.
+METRICS_READER = "prometheus_text.py"
+_HERE = os.path.dirname(os.path.abspath(__file__))
+_READER_PLACES = (os.path.join(_HERE, METRICS_READER),
+                  os.path.join(_HERE, "..", "..", "..", "plugins", "module_utils", METRICS_READER))
+_loaded_readers = {}
 
 
 # -- /metrics ------------------------------------------------------------------------------------
 
-def parse_metrics(text, names=PROGRESS + PENDING):
-    """Prometheus text -> {name: value summed over its label sets} for the ``names`` present."""
-    wanted = set(names)
-    out = {}
-    for line in text.splitlines():
-        if not line or line[0] == "#":
-            continue
-        m = _SAMPLE.match(line)
-        if m is None or m.group(1) not in wanted:
-            continue
-        try:
-            value = float(m.group(3))
-        except ValueError:
-            continue
-        if math.isnan(value):
-            continue
-        out[m.group(1)] = out.get(m.group(1), 0.0) + value
-    return out
+def _load_by_path(name, path):
+    spec = importlib.util.spec_from_file_location(name, path)
+    if spec is None or spec.loader is None:
+        raise ImportError("not a Python file: %s" % path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
-def observe(text):
+def load_metrics_reader(path=None):
+    """The collection's Prometheus text reader, loaded by path (``path``, else beside this file, else in the
+    collection's tree); loaded once per path. ImportError naming the places tried when there is none."""
+    places = (path,) if path else _READER_PLACES
+    for place in places:
+        if place in _loaded_readers:
+            return _loaded_readers[place]
+        if os.path.isfile(place):
+            _loaded_readers[place] = _load_by_path("gpuhost_prometheus_text", place)
+            return _loaded_readers[place]
+    raise ImportError("no Prometheus text reader (%s) at %s" % (METRICS_READER, ", ".join(places)))
+
+
+def parse_metrics(text, names=PROGRESS + PENDING, reader=None):
+    """Prometheus text -> {name: value summed over its label sets} for the ``names`` present (NaN left out)."""
+    return (reader or load_metrics_reader()).totals(text, names)
+
+
+def observe(text, reader=None):
     """/metrics text -> {running, waiting, pending, counters: {name: value}} (missing gauges: 0)."""
-    values = parse_metrics(text)
+    values = parse_metrics(text, reader=reader)
     running = int(values.get("vllm:num_requests_running", 0))
     waiting = int(values.get("vllm:num_requests_waiting", 0))
     counters = {name: values[name] for name in PROGRESS if name in values}
@@ -352,13 +365,7 @@ def judge(state, sample, settings):
 def load_env_reader(path=None):
     """The collection's env-file reader (plugins/module_utils/systemd_env.py, installed beside this file by
     vllm_service), loaded by path: this file reads no env file itself."""
-    path = path or os.path.join(os.path.dirname(os.path.abspath(__file__)), ENV_READER)
-    spec = importlib.util.spec_from_file_location("gpuhost_systemd_env", path)
-    if spec is None or spec.loader is None:
-        raise ImportError("not a Python file: %s" % path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return _load_by_path("gpuhost_systemd_env", path or os.path.join(_HERE, ENV_READER))
 
 
 def api_key(config):
@@ -481,6 +488,11 @@ def check(config):
     state = load_json(state_file)
     if not isinstance(state, dict) or state.get("version") != STATE_VERSION:
         state = new_state()
+    try:
+        reader = load_metrics_reader(config.get("metrics_reader"))
+    except Exception as exc:  # pylint: disable=broad-except  # no reader: judge nothing rather than misjudge
+        log(ERR, "cannot load the /metrics reader (%s: %s): no check made" % (type(exc).__name__, exc))
+        return 1
     props = unit_props(unit)
     sample = {"now": time.monotonic(), "wall": time.time(), "unit": props}
     timeout = float(settings["timeout"] or DEFAULTS["timeout"])
@@ -490,7 +502,7 @@ def check(config):
         got = http_get(base, "/metrics", timeout)
         sample["metrics"] = {k: v for k, v in got.items() if k != "body"}
         if got["ok"]:
-            sample["metrics"].update(observe(got["body"]))
+            sample["metrics"].update(observe(got["body"], reader))
             in_flight = api_in_flight(http_get(base, "/load", timeout))
             if in_flight is not None:
                 sample["metrics"]["api_in_flight"] = in_flight

@@ -20,6 +20,7 @@ import time
 import pytest
 import yaml
 
+from ansible_collections.gpuhost.inference.plugins.module_utils import prometheus_text
 from ansible_collections.gpuhost.inference.tests.unit.paths import DATA, VLLM_DOUBLE_SRC as SRC
 from ansible_collections.gpuhost.inference.tests.unit.paths import FIXTURES as ALL_FIXTURES
 
@@ -268,14 +269,16 @@ def test_metrics_carry_cache_config_info_like_real_vllm(double):
     d = double()
     stream(d, model=None, max_tokens=6)
     _resp, text = d.request("GET", "/metrics")
-    info = re.search(r"^vllm:cache_config_info\{(.*)\} 1\.0$", text, re.M).group(1)
-    real = re.search(r"^vllm:cache_config_info\{(.*)\} 1\.0$", fixture("metrics.txt"), re.M).group(1)
-    labels = dict(re.findall(r'(\w+)="([^"]*)"', info))
-    assert list(labels) == [k for k, _v in re.findall(r'(\w+)="([^"]*)"', real)]
+    (labels, value), = prometheus_text.series(text, "vllm:cache_config_info")
+    (real, real_value), = prometheus_text.series(fixture("metrics.txt"), "vllm:cache_config_info")
+    assert value == real_value == 1.0
+    assert list(labels) == list(real)
     assert labels["kv_cache_size_tokens"] == "262144" and labels["num_gpu_blocks"] == "16384"
     assert labels["kv_cache_max_concurrency"] == "128.0"
-    assert re.search(r'^vllm:generation_tokens_total\{engine="0",model_name="[^"]+"\} 6\.0$', text, re.M)
-    assert re.search(r'^vllm:time_to_first_token_seconds_count\{engine="0",model_name="[^"]+"\} 1\.0$', text, re.M)
+    for name, want in (("vllm:generation_tokens_total", 6.0), ("vllm:time_to_first_token_seconds_count", 1.0)):
+        (got_labels, got), = prometheus_text.series(text, name)
+        assert (list(got_labels), got_labels["engine"], bool(got_labels["model_name"]), got) == (
+            ["engine", "model_name"], "0", True, want), name
     assert 'vllm:time_to_first_token_seconds_bucket{engine="0",le="+Inf"' in text
     assert "# TYPE vllm:generation_tokens_created gauge" in text
 
@@ -350,7 +353,7 @@ def test_load_counts_the_completions_the_api_holds_like_vllm(double, tracking):
     assert max(loads) == (1 if tracking else 0), loads
 
 
-BUSY_LINE = re.compile(r"^gpuhost_double:engine_busy_seconds_total\{[^}]*\} (\S+)$", re.M)
+BUSY = "gpuhost_double:engine_busy_seconds_total"
 
 
 def _aggregate_tps(d, n, max_tokens=40):
@@ -368,7 +371,7 @@ def _aggregate_tps(d, n, max_tokens=40):
     for t in threads:
         t.join()
     assert results == [max_tokens] * n
-    busy = float(BUSY_LINE.search(d.request("GET", "/metrics")[1]).group(1))
+    busy = prometheus_text.value(d.request("GET", "/metrics")[1], BUSY)
     return sum(results) / busy
 
 
