@@ -237,15 +237,42 @@ def _prefix_caching(settings):
     return value is not False and str(value).lower() not in ("false", "0", "no")
 
 
+# The agent level's surfaces, their gate names ("agent" is the chat surface's, as before surfaces came) and words.
+AGENT_SURFACES = ("chat", "responses", "messages")
+_AGENT_GATE = {"chat": "agent", "responses": "agent_responses", "messages": "agent_messages"}
+_AGENT_WORDS = {"chat": "streaming chat with tools", "responses": "streaming Responses (Codex's shape)",
+                "messages": "streaming Messages (Claude Code's shape)"}
+
+
+def _surfaces(i):
+    """The enabled surfaces in order: agent_surfaces (a list) when given, else chat alone (the level before surfaces)."""
+    wanted = i.get("agent_surfaces")
+    if wanted is None:
+        return ["chat"]
+    return [s for s in AGENT_SURFACES if s in (wanted or [])]
+
+
 def _gate_agent(i):
-    """The agent level: zero failed turns, every forced tool call valid, the prefix-cache hit rate."""
+    """The agent level, a gate per enabled surface (see _gate_agent_surface)."""
     if not i.get("agent_enabled"):
         return None
-    agent = i.get("agent")
+    results = i.get("agent_results")
+    results = results if isinstance(results, dict) else {}
+    gates = []
+    for surface in _surfaces(i):
+        agent = results.get(surface, i.get("agent") if surface == "chat" else None)
+        gates.append(_gate_agent_surface(i, surface, agent))
+    return gates
+
+
+def _gate_agent_surface(i, surface, agent):
+    """One surface: zero failed turns, every forced tool call valid, the surface's own checks (vllm_agent_probe's
+    problems: count_tokens, an auth header taken, the custom tool not refused), the prefix-cache hit rate."""
+    name = _AGENT_GATE[surface]
     agent = agent if isinstance(agent, dict) else {}
     if agent.get("failed") or not agent.get("requests"):
-        return _gate("agent", False, None, {"failed": 0},
-                     "the agent level did not run: %s" % (agent.get("msg") or "no turn sent"))
+        return _gate(name, False, None, {"failed": 0},
+                     "the agent level (%s) did not run: %s" % (surface, agent.get("msg") or "no turn sent"))
     failed = _int(agent.get("errors_total"))
     forced = [f for f in agent.get("forced_tool_calls") or [] if isinstance(f, dict)]
     forced_ok = sum(1 for f in forced if f.get("ok") is True)
@@ -264,6 +291,7 @@ def _gate_agent(i):
     if bad:
         problems.append("forced tool call of session %s (%s) not answered: %s" % (
             bad[0].get("session"), bad[0].get("tool_choice"), bad[0].get("detail")))
+    problems.extend(str(p) for p in agent.get("problems") or [])
     if caching and min_rate > 0:
         threshold["prefix_cache_hit_rate"] = min_rate
         if rate is None and not failed:
@@ -274,12 +302,27 @@ def _gate_agent(i):
         elif rate is not None and rate < min_rate:
             problems.append("prefix-cache hit rate %.2f below %.2f" % (rate, min_rate))
     if problems:
-        detail = "; ".join(problems)
+        detail = "%s: %s" % (surface, "; ".join(problems))
     else:
-        detail = "%d sessions x %d turns, streaming chat with tools: %d forced tool calls answered, hit rate %s" % (
-            _int(agent.get("sessions")), _int(agent.get("turns")), forced_ok,
-            "n/a" if rate is None else "%.2f" % rate)
-    return _gate("agent", not problems, value, threshold, detail)
+        detail = "%s: %d sessions x %d turns, %s: %d forced tool calls answered, hit rate %s%s" % (
+            surface, _int(agent.get("sessions")), _int(agent.get("turns")), _AGENT_WORDS[surface], forced_ok,
+            "n/a" if rate is None else "%.2f" % rate, _surface_facts(agent))
+    return _gate(name, not problems, value, threshold, detail)
+
+
+def _surface_facts(agent):
+    """The facts a passing surface reports beside its figures (the auth header, the custom tool's known defect)."""
+    checks = agent.get("checks") if isinstance(agent.get("checks"), dict) else {}
+    facts = []
+    auth = checks.get("auth")
+    if isinstance(auth, dict) and auth.get("key_configured"):
+        facts.append("auth taken: %s" % (", ".join(auth.get("accepted") or []) or "none"))
+    custom = checks.get("custom_tool")
+    if isinstance(custom, dict) and custom.get("known_defect"):
+        facts.append("custom tool %s (known upstream defect %s)" % (custom.get("outcome"), custom.get("known_defect")))
+    if checks.get("reasoning_field"):
+        facts.append("reasoning in %s" % checks["reasoning_field"])
+    return "; " + "; ".join(facts) if facts else ""
 
 
 GATES = (
@@ -297,8 +340,9 @@ def vllm_verify_gates(inputs):
     journal_lines (the journal of this start after the load), death_regex, nrestarts_before,
     invocation_id (from the readiness wait), unit_after (systemctl show after the load),
     health_after (HTTP status of /health after the load; optional) and health_detail; agent_enabled,
-    agent (vllm_agent_probe's result), min_prefix_cache_hit_rate and settings (the profile's vLLM
-    settings: the hit-rate gate applies only with prefix caching on).
+    agent (vllm_agent_probe's chat result), agent_surfaces (the enabled surfaces; absent: chat alone) and
+    agent_results ({surface: vllm_agent_probe's result}), min_prefix_cache_hit_rate and settings (the
+    profile's vLLM settings: the hit-rate gate applies only with prefix caching on).
     """
     data = dict(_dict(inputs, "vllm_verify_gates", "its input"))
     data["probe"] = _dict(data.get("probe"), "vllm_verify_gates", "probe")
@@ -306,7 +350,9 @@ def vllm_verify_gates(inputs):
     gates = []
     for gate in GATES:
         result = gate(data)
-        if result is not None:
+        if isinstance(result, list):
+            gates.extend(result)
+        elif result is not None:
             gates.append(result)
     return gates
 
@@ -508,7 +554,39 @@ def vllm_verify_agent_report(agent, enabled=True):
         "system_tokens": (agent.get("plan") or {}).get("system_tokens"),
         "wall_s": agent.get("wall_s"),
         "openai_version": agent.get("openai_version"),
+        "surface": agent.get("surface", "chat"),
+        "path": agent.get("path"),
+        "sdk": agent.get("sdk"),
+        "sdk_version": agent.get("sdk_version", agent.get("openai_version")),
+        "reasoning_field": agent.get("reasoning_field"),
+        "checks": agent.get("checks") if isinstance(agent.get("checks"), dict) else {},
+        "problems": [str(p) for p in agent.get("problems") or []],
     }
+
+
+def vllm_verify_agent_by_surface(results):
+    """{surface: vllm_agent_probe's result} from the results of the role's loop over the surfaces (each with
+    ``item``, the surface); a result without a surface (skipped, failed to start) keeps its item."""
+    out = {}
+    for res in results or []:
+        if isinstance(res, dict) and res.get("item") in AGENT_SURFACES:
+            out[res["item"]] = res
+    return out
+
+
+def vllm_verify_agent_surfaces_report(results, surfaces, enabled=True):
+    """The report's rows, one per enabled surface in order: vllm_verify_agent_report of each surface's result
+    (``results``: {surface: result}); [] when the level is off."""
+    if not enabled:
+        return []
+    results = results if isinstance(results, dict) else {}
+    rows = []
+    for surface in [s for s in AGENT_SURFACES if s in (surfaces or [])]:
+        row = vllm_verify_agent_report(results.get(surface) or {}, True)
+        row["surface"] = surface
+        row["gate"] = _AGENT_GATE[surface]
+        rows.append(row)
+    return rows
 
 
 def vllm_verify_agent_errors(values):
@@ -528,6 +606,12 @@ def vllm_verify_agent_errors(values):
     if turns is not None and tool_turn is not None and tool_turn > turns:
         errors.append("vllm_verify_agent_tool_turn must be 0 (no forced tool call) or a turn 1-%d "
                       "(vllm_verify_agent_turns), got %r" % (int(turns), values.get("vllm_verify_agent_tool_turn")))
+    if "vllm_verify_agent_surfaces" in values:
+        surfaces = values["vllm_verify_agent_surfaces"]
+        if (not isinstance(surfaces, list) or not all(isinstance(s, str) and s in AGENT_SURFACES for s in surfaces)
+                or len(set(surfaces)) != len(surfaces)):
+            errors.append("vllm_verify_agent_surfaces must be a list of distinct surfaces from %s, got %s"
+                          % (", ".join(AGENT_SURFACES), _show(surfaces)))
     rate = values.get("vllm_verify_min_prefix_cache_hit_rate")
     if "vllm_verify_min_prefix_cache_hit_rate" in values and (_num(rate) is None or not 0 <= _num(rate) <= 1):
         errors.append("vllm_verify_min_prefix_cache_hit_rate must be a number from 0 to 1, got %r" % (rate,))
@@ -617,4 +701,6 @@ class FilterModule:
             "vllm_verify_var_errors": vllm_verify_var_errors,
             "vllm_verify_agent_errors": vllm_verify_agent_errors,
             "vllm_verify_agent_report": vllm_verify_agent_report,
+            "vllm_verify_agent_by_surface": vllm_verify_agent_by_surface,
+            "vllm_verify_agent_surfaces_report": vllm_verify_agent_surfaces_report,
         }

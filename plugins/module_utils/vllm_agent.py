@@ -172,8 +172,9 @@ def _turn(client, openai, model, messages, max_tokens, sampling, tool_choice, ti
     """One streamed turn -> a record (ttft_s, e2e_s, usage, text, tool_calls, error)."""
     rec = {"ttft_s": None, "e2e_s": None, "prompt_tokens": None, "completion_tokens": None,
            "text": "", "reasoning_chars": 0, "tool_calls": [], "error": None, "message": None}
+    # parallel_tool_calls false: what Roo Code sends (one call per turn).
     kwargs = {"model": model, "messages": messages, "tools": TOOLS, "max_tokens": max_tokens, "stream": True,
-              "stream_options": {"include_usage": True}, "timeout": timeout}
+              "stream_options": {"include_usage": True}, "parallel_tool_calls": False, "timeout": timeout}
     kwargs.update(sampling)
     if tool_choice is not None:
         kwargs["tool_choice"] = tool_choice
@@ -189,7 +190,11 @@ def _turn(client, openai, model, messages, max_tokens, sampling, tool_choice, ti
                 delta = choice.delta
                 if delta is None:
                     continue
-                reasoning = getattr(delta, "reasoning_content", None) or getattr(delta, "reasoning", None)
+                reasoning = None
+                for field in ("reasoning", "reasoning_content"):  # vLLM 0.28.0: reasoning; Cline reads the other
+                    if getattr(delta, field, None):
+                        reasoning = getattr(delta, field)
+                        rec.setdefault("reasoning_fields", set()).add(field)
                 if delta.content or reasoning or delta.tool_calls:
                     if rec["ttft_s"] is None:
                         rec["ttft_s"] = time.perf_counter() - t0
@@ -383,6 +388,8 @@ def summarize_agent(out, plan, before, after, wall_s, conf):
         "output_tokens": sum(r["completion_tokens"] or 0 for r in ok),
         "prompt_tokens_last_turn": last_prompt,
         "reasoning_chars": sum(r["reasoning_chars"] for r in ok),
+        # The delta field(s) that carried reasoning (chat), None when none came.
+        "reasoning_field": ", ".join(sorted(set().union(*[r.get("reasoning_fields") or set() for r in ok]))) or None,
         "forced_tool_calls": forced,
         "forced_ok": sum(1 for f in forced if f["ok"]),
         "prefix_cache": {"before": before, "after": after, "hit_rate": hit_rate(before, after)},

@@ -7,9 +7,14 @@ from __future__ import annotations
 DOCUMENTATION = r"""
 ---
 module: vllm_agent_probe
-short_description: Send a vLLM server what a coding agent sends - streaming chat with tools, growing history
+short_description: Send a vLLM server what a coding agent sends - chat, Responses or Messages with tools
 version_added: "1.2.0"
 description:
+  - O(surface) picks the API and the agent whose request shape is sent - V(chat) (C(/v1/chat/completions),
+    the OpenAI SDK: Roo Code, Cline, opencode, any OpenAI client), V(responses) (C(/v1/responses), the
+    OpenAI SDK: Codex) or V(messages) (C(/v1/messages?beta=true), the Anthropic SDK: Claude Code). The
+    description below is the V(chat) surface; the others send the same sessions in their own words (see
+    the notes).
   - Runs O(sessions) coding-agent sessions at once against an OpenAI-compatible server (vLLM), each
     of O(turns) turns of streaming C(POST /v1/chat/completions) with C(stream_options.include_usage),
     sampled (O(temperature), O(top_p), a seed per turn), C(tools) offered (four file and shell tools)
@@ -35,6 +40,12 @@ extends_documentation_fragment:
 requirements:
   - openai (the Python SDK; a dependency of vLLM, in the vLLM venv)
 options:
+  surface:
+    description:
+      - The API, and so the agent, whose requests are sent (see the description).
+    type: str
+    choices: [chat, responses, messages]
+    default: chat
   base_url:
     description:
       - The server's address, C(http://HOST:PORT) or C(https://HOST:PORT) (an optional path prefix is kept).
@@ -108,6 +119,18 @@ attributes:
   platform:
     platforms: posix
 notes:
+  - "V(chat) sends C(parallel_tool_calls: false) (as Roo Code does) and returns in RV(reasoning_field) the delta
+    field that carried reasoning (vLLM 0.28.0: C(reasoning); Cline and older Roo Code read only C(reasoning_content))."
+  - "V(responses) sends Codex's shape: C(instructions), a C(developer) item then C(user) items, function tools,
+    C(store: false) (the whole history resent), C(include: [reasoning.encrypted_content]), C(parallel_tool_calls),
+    C(function_call) and C(function_call_output) items fed back. One more request offers Codex's C(apply_patch) as a
+    freeform C(custom) tool; RV(checks.custom_tool.outcome) says what the server did (C(custom_tool_call),
+    C(function_call) or C(no_call) - the latter two the known upstream defect vllm-project/vllm#56418 - or C(error))."
+  - "V(messages) sends Claude Code's shape with the Anthropic SDK's beta client (C(?beta=true), an C(anthropic-beta)
+    list, C(metadata)): system blocks with C(cache_control), tools with C(input_schema), C(tool_use) and
+    C(tool_result) blocks fed back; it also calls C(/v1/messages/count_tokens) and tries both auth headers
+    (C(x-api-key) and C(Authorization: Bearer)) - RV(checks.auth) says which the server takes (vLLM 0.28.0: Bearer
+    only, vllm-project/vllm#51572); the sessions use one it takes."
   - "Error keys are the HTTP status as a string (V(400), V(503)), V(timeout), V(connection), V(incomplete)
     (the stream ended without its usage chunk) and V(stream_error). A session stops at its first failed turn."
   - A server started without C(--enable-auto-tool-choice) and C(--tool-call-parser) answers every turn with
@@ -115,6 +138,9 @@ notes:
     the text is returned in RV(error_messages).
 seealso:
   - module: gpuhost.inference.vllm_probe
+  - name: Connecting coding agents (docs/agents.md)
+    description: What each surface proves for which agent, and the agents' configs.
+    link: https://github.com/gpuhost/inference/blob/main/docs/agents.md
   - name: vLLM tool calling
     description: The server flags that turn tool calling on.
     link: https://docs.vllm.ai/en/latest/features/tool_calling.html
@@ -185,9 +211,43 @@ prompt_tokens_last_turn:
   returned: success
   type: int
 reasoning_chars:
-  description: Characters the server returned as reasoning (C(reasoning_content)); 0 without a reasoning parser.
+  description: Characters the server returned as reasoning; 0 without a reasoning parser.
   returned: success
   type: int
+reasoning_field:
+  description: V(chat) - the delta field(s) that carried reasoning (C(reasoning), C(reasoning_content)); null when none came.
+  returned: success
+  type: str
+surface:
+  description: The surface sent (O(surface)).
+  returned: success
+  type: str
+path:
+  description: The route the turns went to.
+  returned: success
+  type: str
+  sample: /v1/messages?beta=true
+sdk:
+  description: The SDK that sent the requests (C(openai) or C(anthropic)).
+  returned: success
+  type: str
+sdk_version:
+  description: The version of that SDK.
+  returned: success
+  type: str
+checks:
+  description:
+    - The surface's own facts. V(chat) - C(parallel_tool_calls), C(reasoning_field). V(responses) - C(instructions),
+      C(developer_item), C(store), C(include), C(custom_tool) (C(outcome), C(detail), C(known_defect),
+      C(item_types)). V(messages) - C(auth) (the status per header, C(accepted)), C(auth_used), C(count_tokens)
+      (C(input_tokens) or C(error)), C(beta_query), C(system_cache_control).
+  returned: success
+  type: dict
+problems:
+  description: The surface's own checks that failed (count_tokens, no auth header taken, the custom tool refused).
+  returned: success
+  type: list
+  elements: str
 forced_tool_calls:
   description: One entry per session - session, turn, tool_choice, ok, detail (the call or why it failed).
   returned: success
@@ -216,18 +276,20 @@ openai_version:
   sample: 2.8.1
 """
 
+import importlib
 import json
 import sys
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.gpuhost.inference.plugins.module_utils.vllm_agent import run_agent
+from ansible_collections.gpuhost.inference.plugins.module_utils.vllm_agent_surfaces import SDK, run_surface, surface_problems
 from ansible_collections.gpuhost.inference.plugins.module_utils.vllm_http import ClientError, Endpoint
 
 
 def main():
     module = AnsibleModule(
         argument_spec=dict(
+            surface=dict(type="str", default="chat", choices=["chat", "responses", "messages"]),
             base_url=dict(type="str", required=True),
             api_key=dict(type="str", no_log=True),
             model=dict(type="str", required=True),
@@ -261,12 +323,14 @@ def main():
         module.fail_json(msg=str(exc))
     if module.check_mode:
         module.exit_json(changed=False, skipped=True)
+    name = SDK[p["surface"]]
     try:
-        import openai  # pylint: disable=import-outside-toplevel  # the SDK of the interpreter that runs us
+        sdk = importlib.import_module(name)  # the SDK of the interpreter that runs us
     except ImportError:
         module.fail_json(
-            msg="the OpenAI Python SDK (openai) cannot be imported by %s: run vllm_agent_probe with the vLLM venv's "
-                "python (ansible_python_interpreter: <venv>/bin/python); vLLM depends on openai" % sys.executable)
+            msg="the %s Python SDK cannot be imported by %s (surface %s): run vllm_agent_probe with the vLLM venv's "
+                "python (ansible_python_interpreter: <venv>/bin/python); vLLM 0.28.0 depends on openai and anthropic"
+                % (name, sys.executable, p["surface"]))
 
     def get_text(path):
         status, body = ep.request("GET", path)
@@ -280,15 +344,17 @@ def main():
             return status, None
 
     try:
-        result = run_agent(
-            openai, ep.base_url, p["model"], api_key=p["api_key"], sessions=p["sessions"], turns=p["turns"],
+        result = run_surface(
+            p["surface"], sdk, ep.base_url, p["model"], api_key=p["api_key"], sessions=p["sessions"], turns=p["turns"],
             max_tokens=p["max_tokens"], system_tokens=p["system_tokens"], max_model_len=p["max_model_len"],
             temperature=p["temperature"], top_p=p["top_p"], seed=p["seed"], tool_turn=p["tool_turn"],
             request_timeout=p["request_timeout"], get_text=get_text, post_json=post_json,
         )
     except ClientError as exc:
         module.fail_json(msg=exc.msg)
-    result["openai_version"] = getattr(openai, "__version__", None)
+    result["sdk_version"] = getattr(sdk, "__version__", None)
+    result["openai_version"] = result["sdk_version"] if name == "openai" else None
+    result["problems"] = surface_problems(result)
     module.exit_json(changed=False, **result)
 
 

@@ -149,4 +149,28 @@ def test_agent_report_of_a_level():
 def test_filters_are_registered():
     assert set(vf.FilterModule().filters()) == {
         "vllm_verify_gates", "vllm_verify_power", "vllm_verify_platform", "vllm_verify_gpu_indices",
-        "vllm_verify_sampling_errors", "vllm_verify_agent_errors", "vllm_verify_agent_report", "vllm_verify_var_errors"}
+        "vllm_verify_sampling_errors", "vllm_verify_agent_errors", "vllm_verify_agent_report", "vllm_verify_var_errors",
+        "vllm_verify_agent_by_surface", "vllm_verify_agent_surfaces_report"}
+
+
+def test_agent_results_by_surface_from_the_loop():
+    results = [{"item": "chat", "requests": 16}, {"item": "messages", "failed": True, "msg": "no SDK"},
+               {"item": "bogus"}, "not a dict"]
+    assert vf.vllm_verify_agent_by_surface(results) == {
+        "chat": {"item": "chat", "requests": 16}, "messages": {"item": "messages", "failed": True, "msg": "no SDK"}}
+    assert vf.vllm_verify_agent_by_surface(None) == {}
+
+
+def test_agent_surfaces_report_a_row_per_enabled_surface_in_order():
+    results = {"messages": {"surface": "messages", "requests": 16, "sdk": "anthropic", "sdk_version": "2.17.0",
+                            "path": "/v1/messages?beta=true", "checks": {"auth": {"accepted": ["bearer"]}},
+                            "problems": ["count_tokens failed: 404"]},
+               "chat": {"requests": 16, "openai_version": "3.63.0", "reasoning_field": "reasoning"}}
+    rows = vf.vllm_verify_agent_surfaces_report(results, ["messages", "responses", "chat"], True)
+    assert [r["surface"] for r in rows] == ["chat", "responses", "messages"]
+    assert [r["gate"] for r in rows] == ["agent", "agent_responses", "agent_messages"]
+    assert rows[0]["sdk_version"] == "3.63.0" and rows[0]["reasoning_field"] == "reasoning"
+    assert rows[1]["ran"] is False and rows[1]["requests"] == 0
+    assert rows[2]["ran"] is True and rows[2]["checks"]["auth"]["accepted"] == ["bearer"]
+    assert rows[2]["problems"] == ["count_tokens failed: 404"] and rows[2]["path"] == "/v1/messages?beta=true"
+    assert vf.vllm_verify_agent_surfaces_report(results, ["chat"], False) == []
