@@ -1,26 +1,40 @@
 # -*- coding: utf-8 -*-
 # Copyright: (c) 2026, gpuhost.inference contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""The watchdog on a real server: time from a frozen engine to serving again, and the check's own cost.
+"""The watchdog on a real server: freeze -> hung -> verdict -> serving again for the four ways a user meets a hung
+engine, the false alarms it must not raise, the slowest healthy canary under load, and the check's own cost.
 
 Run INSIDE a box converged by site.yml (benchmarks/watchdog_recovery.sh BOX copies this file in and runs it as
-root); Python standard library only. A measurement, not a test: nothing is asserted.
+root); Python standard library only (the collection's Prometheus text reader and the watchdog are imported from
+where vllm_service installed them). A measurement, not a test: nothing is asserted; it prints the figures.
 
-Each trial: wait until the server answers a completion and the watchdog watches (state phase `watching`), start
-``--streams`` long completions so that work is pending, freeze the engine (SIGSTOP to every `VLLM::EngineCore`
-process: what a hung engine looks like from outside), then ask for a one-token completion every second until
-one is answered. Prints per trial the seconds from the freeze to the verdict (the state file's last_verdict.at)
-and to serving again, the rule and the stalled counters; then the means.
+Freeze patterns (``--patterns``, each ``--trials`` times; the engine is frozen with SIGSTOP to every
+`VLLM::EngineCore` process, what a hung engine looks like from outside):
+
+retrying   an agent with a request timeout: the engine is frozen while idle, then a client sends a short completion
+           with a 10 s timeout, 2 s apart, until one is answered (issue 32's pattern a).
+long       one request with a long timeout (600 s) is running when the engine is frozen (b).
+idle       the engine is frozen while idle, then one request that waits (600 s) (c).
+reader     a stream whose reader stops reading: a long streamed completion is read for a moment, then left unread on
+           an open connection, and the engine is frozen (d).
+
+Serving again: a completion answered. For ``retrying`` that is the client's own next answer; the other patterns
+send nothing more until the watchdog restarted the unit (its InvocationID changed), so that the measurement adds
+no client of its own, then ask once a second. Per trial: seconds from the freeze to the first check that saw it
+hung (the state file's hung_since), to the verdict, to serving again, and the restart's own cost (verdict -> serving).
+
+False alarms (``--false-alarms``, each ``--load-seconds`` long, zero restarts expected): ``prefill`` (prompts at the
+profile's largest context, max_num_seqs of them at once), ``slow-reader`` (streams read one chunk every 2 s), 
+``disconnect`` (streams dropped after 1 s, over and over), ``top`` (twice max_num_seqs long completions at once).
+During each, the watchdog's own canary is sent every 2 s: the slowest healthy canary is printed (the canary timeout
+is chosen from it).
 
 The cost: ``--cost-runs`` runs of the check itself (`vllm_watchdog.py check`, with a copy of the config in a
-temporary directory: its own state file, dry run) against the live server; CPU ms per check (user + system of
-the child) and the largest max RSS.
+temporary directory: its own state file, dry run, no textfile) against the live server; CPU ms per check and the
+largest max RSS.
 
-``--idle``: freeze the engine while nothing is pending, then send one completion that waits (what an agent's
-next request does): the engine's gauges say 0 pending, and the API server's /load says 1.
-
-``--stall-seconds`` sets stall_seconds in the installed config for the trials (read at every check) and puts
-the file back at the end; the period is the timer's (set it with -e vllm_service_watchdog_period=5 in the play).
+``--set KEY=VALUE`` changes the installed config for the run (read at every check) and puts the file back at the
+end; the period is the timer's (set it with -e vllm_service_watchdog_period=N in the play).
 """
 from __future__ import annotations
 
@@ -36,7 +50,9 @@ import sys
 import tempfile
 import threading
 import time
+from http.client import HTTPConnection, HTTPException
 import urllib.error
+import urllib.parse
 import urllib.request
 
 SCRIPT = "/usr/local/lib/gpuhost-inference/vllm_watchdog.py"
@@ -104,12 +120,47 @@ def wait_for(cond, timeout, step=1.0):
     return False
 
 
-def load(base, key, model, streams, tokens, stop):
+def load(base, key, model, streams, tokens, stop, prompt="count: 1 2 3", timeout=600.0):
     def one():
         while not stop.is_set():
-            http(base + "/v1/completions", {"model": model, "prompt": "count: 1 2 3", "max_tokens": tokens,
-                                            "ignore_eos": True}, 600.0, key)
+            http(base + "/v1/completions", {"model": model, "prompt": prompt, "max_tokens": tokens,
+                                            "ignore_eos": True}, timeout, key)
     threads = [threading.Thread(target=one, daemon=True) for _stream in range(streams)]
+    for t in threads:
+        t.start()
+    return threads
+
+
+def open_stream(base, key, model, tokens):
+    """A streamed completion on its own connection -> (connection, response), its first bytes read."""
+    parts = urllib.parse.urlsplit(base)
+    conn = HTTPConnection(parts.hostname, parts.port, timeout=600)
+    headers = {"Content-Type": "application/json"}
+    if key:
+        headers["Authorization"] = "Bearer " + key
+    conn.request("POST", "/v1/completions", json.dumps({"model": model, "prompt": "count: 1 2 3", "max_tokens": tokens,
+                                                        "ignore_eos": True, "stream": True}), headers)
+    resp = conn.getresponse()
+    resp.read1(256)
+    return conn, resp
+
+
+def streams(base, key, model, n, tokens, stop, mode):
+    """n streaming clients until stop: ``slow`` reads one chunk every 2 s, ``drop`` closes after 1 s."""
+    def one():
+        while not stop.is_set():
+            try:
+                conn, resp = open_stream(base, key, model, tokens)
+                end = time.monotonic() + (1.0 if mode == "drop" else 600.0)
+                while not stop.is_set() and time.monotonic() < end:
+                    if not resp.read1(64):
+                        break
+                    if mode == "slow":
+                        time.sleep(2.0)
+                conn.close()
+            except (OSError, HTTPException):
+                time.sleep(1.0)
+    threads = [threading.Thread(target=one, daemon=True) for _i in range(n)]
     for t in threads:
         t.start()
     return threads
@@ -125,30 +176,59 @@ def pending(base):
         prometheus_text.total(body, "vllm:num_requests_waiting") or 0)
 
 
-def trial(cfg, key, args):
+def invocation(unit):
+    return subprocess.run(["systemctl", "show", "-p", "InvocationID", "--value", unit], capture_output=True, text=True,
+                          check=False).stdout.strip()
+
+
+def trial(cfg, key, args, pattern):
     base = cfg["base_url"]
     if not wait_for(lambda: serving(base, key) and state(cfg).get("phase") == "watching", args.ready_timeout, 2.0):
-        return {"error": "not serving and watched within %s s" % args.ready_timeout}
+        return {"pattern": pattern, "error": "not serving and watched within %s s" % args.ready_timeout}
     model = model_of(base, key)
     before = state(cfg).get("restarts_total", 0)
+    inv0 = invocation(cfg["unit"])
     stop = threading.Event()
-    if args.idle:
-        # frozen while idle; then one client asks (and waits, as an agent does) while the engine reports nothing
-        wait_for(lambda: pending(base) == 0, 30, 0.2)
-    else:
-        load(base, key, model, args.streams, args.tokens, stop)
+    held = []
+    if pattern == "long":
+        load(base, key, model, 1, args.tokens, stop)
         wait_for(lambda: pending(base) > 0, 30, 0.2)
+    elif pattern == "reader":
+        held.append(open_stream(base, key, model, args.tokens))
+        time.sleep(1.0)
+    else:
+        wait_for(lambda: pending(base) == 0, 30, 0.2)
     pids = engine_pids()
     t_freeze = time.time()
     m0 = time.monotonic()
     for pid in pids:
         os.kill(pid, signal.SIGSTOP)
-    if args.idle:
+    answered = threading.Event()
+    if pattern == "idle":
         time.sleep(1.0)
         load(base, key, model, 1, 8, stop)
-    stop.set()
-    ok = wait_for(lambda: serving(base, key, 5.0), args.recover_timeout, 1.0)
+    elif pattern == "retrying":
+        def retry():
+            while not stop.is_set():
+                if serving(base, key, 10.0):
+                    answered.set()
+                    return
+                time.sleep(2.0)
+        threading.Thread(target=retry, daemon=True).start()
+    hung_at = []
+
+    def watch():
+        st = state(cfg)
+        if st.get("hung") and not hung_at:
+            hung_at.append(time.time())
+        if pattern == "retrying":
+            return answered.is_set()
+        return invocation(cfg["unit"]) not in (inv0, "") and serving(base, key, 5.0)
+    ok = wait_for(watch, args.recover_timeout, 1.0)
     serving_s = time.monotonic() - m0
+    stop.set()
+    for conn, _resp in held:
+        conn.close()
     st = state(cfg)
     verdict = st.get("last_verdict") or {}
     for pid in pids:  # if the watchdog did nothing, do not leave a frozen engine behind
@@ -156,17 +236,54 @@ def trial(cfg, key, args):
             os.kill(pid, signal.SIGCONT)
         except OSError:
             pass
-    return {"frozen_pids": pids, "idle": bool(args.idle), "served_again": ok,
+    to_verdict = round(verdict["at"] - t_freeze, 1) if verdict.get("at") and verdict["at"] > t_freeze else None
+    return {"pattern": pattern, "frozen_pids": pids, "served_again": ok,
+            "freeze_to_hung_s": round(hung_at[0] - t_freeze, 1) if hung_at else None,
+            "freeze_to_verdict_s": to_verdict,
             "freeze_to_serving_s": round(serving_s, 1),
-            "freeze_to_verdict_s": round(verdict["at"] - t_freeze, 1) if verdict.get("at") else None,
+            "restart_cost_s": round(serving_s - to_verdict, 1) if to_verdict is not None else None,
             "rule": verdict.get("rule"), "restarts_made": st.get("restarts_total", 0) - before,
             "verdict": verdict}
+
+
+def false_alarm(cfg, key, args, kind, canary_fn):
+    """One load that must not be judged hung -> {kind, restarts_made, hung_seen, canaries: {n, max_s, failed}}."""
+    base = cfg["base_url"]
+    wait_for(lambda: serving(base, key) and state(cfg).get("phase") == "watching", args.ready_timeout, 2.0)
+    model = model_of(base, key)
+    before = state(cfg).get("restarts_total", 0)
+    stop = threading.Event()
+    seqs, ctx = args.max_num_seqs, args.max_model_len
+    if kind == "prefill":
+        # ~1 token per word of this form for the tiny model's tokenizer; the server cuts nothing: 16 tokens of room
+        words = " ".join("w%d" % i for i in range(max(16, (ctx - 32) // 2)))
+        load(base, key, model, seqs, 8, stop, prompt=words)
+    elif kind == "slow-reader":
+        streams(base, key, model, seqs, args.tokens, stop, "slow")
+    elif kind == "disconnect":
+        streams(base, key, model, seqs, args.tokens, stop, "drop")
+    else:
+        load(base, key, model, 2 * seqs, args.tokens, stop)
+    times, failed, hung_seen = [], [], False
+    end = time.monotonic() + args.load_seconds
+    while time.monotonic() < end:
+        got = canary_fn(base, key, 120.0)
+        (times if got["ok"] else failed).append(got["seconds"] if got["ok"] else got["error"])
+        hung_seen = hung_seen or bool(state(cfg).get("hung"))
+        time.sleep(2.0)
+    stop.set()
+    time.sleep(2.0)
+    st = state(cfg)
+    return {"kind": kind, "seconds": args.load_seconds, "restarts_made": st.get("restarts_total", 0) - before,
+            "hung_seen": hung_seen, "canaries": {"n": len(times), "max_s": max(times) if times else None,
+                                                 "mean_s": round(statistics.mean(times), 3) if times else None,
+                                                 "failed": failed[:3]}}
 
 
 def cost(cfg, runs):
     tmp = tempfile.mkdtemp(prefix="wd-cost-")
     try:
-        conf = dict(cfg, state_file=os.path.join(tmp, "state.json"), dry_run=True)
+        conf = dict(cfg, state_file=os.path.join(tmp, "state.json"), dry_run=True, textfile_dir="")
         path = os.path.join(tmp, "watchdog.json")
         with open(path, "w", encoding="utf-8") as fh:
             json.dump(conf, fh)
@@ -188,12 +305,15 @@ def cost(cfg, runs):
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n", maxsplit=1)[0])
-    ap.add_argument("--trials", type=int, default=3)
-    ap.add_argument("--streams", type=int, default=4, help="long completions in flight when the engine is frozen")
+    ap.add_argument("--patterns", default="retrying,long,idle,reader",
+                    help="freeze patterns, comma-separated (retrying, long, idle, reader; '' for none)")
+    ap.add_argument("--trials", type=int, default=1)
+    ap.add_argument("--false-alarms", default="", help="prefill, slow-reader, disconnect, top (comma-separated)")
+    ap.add_argument("--load-seconds", type=float, default=90.0)
+    ap.add_argument("--max-num-seqs", type=int, default=8)
+    ap.add_argument("--max-model-len", type=int, default=2048)
     ap.add_argument("--tokens", type=int, default=1500)
-    ap.add_argument("--idle", action="store_true",
-                    help="freeze the idle engine, then send one request: the engine reports nothing pending")
-    ap.add_argument("--stall-seconds", type=int, default=None)
+    ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="a watchdog setting for the run")
     ap.add_argument("--ready-timeout", type=float, default=600)
     ap.add_argument("--recover-timeout", type=float, default=900)
     ap.add_argument("--cost-runs", type=int, default=20)
@@ -203,41 +323,50 @@ def main(argv=None):
         original = fh.read()
     cfg = json.loads(original)
     sys.path.insert(0, os.path.dirname(SCRIPT))
-    # The canary's key, read as the watchdog reads it (the collection's env-file reader installed beside it).
-    from vllm_watchdog import api_key  # pylint: disable=import-outside-toplevel,import-error
+    # The canary's key, read as the watchdog reads it (the collection's env-file reader installed beside it), and
+    # the watchdog's own canary.
+    from vllm_watchdog import api_key, canary  # pylint: disable=import-outside-toplevel,import-error
     key = api_key(cfg)
     shown = ("period", "stall_seconds", "unserved_seconds", "canary_interval", "canary_timeout", "canary_failures",
              "max_restarts")
-    out = {"settings": {k: cfg.get(k) for k in shown}, "trials": []}
+    out = {"settings": {k: cfg.get(k) for k in shown}, "trials": [], "false_alarms": []}
     try:
-        if args.stall_seconds is not None:
-            cfg["stall_seconds"] = args.stall_seconds
+        for item in args.set:
+            name, _sep, value = item.partition("=")
+            cfg[name] = json.loads(value)
+            out["settings"][name] = cfg[name]
+        if args.set:
             with open(CONFIG, "w", encoding="utf-8") as fh:
                 json.dump(cfg, fh, indent=1)
-            out["settings"]["stall_seconds"] = args.stall_seconds
         timer = subprocess.run(["systemctl", "show", "-p", "TimersMonotonic", cfg["timer"]], capture_output=True,
                                text=True, check=False).stdout.strip()
         out["settings"]["timer"] = timer
-        for i in range(args.trials):
-            res = trial(cfg, key, args)
-            out["trials"].append(res)
+        for kind in [k for k in args.false_alarms.split(",") if k]:
+            res = false_alarm(cfg, key, args, kind, canary)
+            out["false_alarms"].append(res)
             if not args.json:
-                print("trial %d: freeze -> verdict %s s, -> serving again %s s, rule %s, restarts %s" % (
-                    i + 1, res.get("freeze_to_verdict_s"), res.get("freeze_to_serving_s"), res.get("rule"),
-                    res.get("restarts_made")), flush=True)
+                print("false alarm %s: %s s, restarts %s, hung seen %s, canaries %s" % (
+                    kind, res["seconds"], res["restarts_made"], res["hung_seen"], res["canaries"]), flush=True)
+        for pattern in [p for p in args.patterns.split(",") if p]:
+            for i in range(args.trials):
+                res = trial(cfg, key, args, pattern)
+                out["trials"].append(res)
+                if not args.json:
+                    print("%s %d: freeze -> hung %s s, -> verdict %s s, -> serving again %s s (restart %s s), rule %s, "
+                          "restarts %s" % (pattern, i + 1, res.get("freeze_to_hung_s"), res.get("freeze_to_verdict_s"),
+                                           res.get("freeze_to_serving_s"), res.get("restart_cost_s"), res.get("rule"),
+                                           res.get("restarts_made")), flush=True)
         wait_for(lambda: serving(cfg["base_url"], key), args.ready_timeout, 2.0)
-        out["cost"] = cost(cfg, args.cost_runs)
+        if args.cost_runs:
+            out["cost"] = cost(cfg, args.cost_runs)
     finally:
         with open(CONFIG, "w", encoding="utf-8") as fh:
             fh.write(original)
-    done = [t["freeze_to_serving_s"] for t in out["trials"] if t.get("served_again")]
-    out["mean_freeze_to_serving_s"] = round(statistics.mean(done), 1) if done else None
     if args.json:
         print(json.dumps(out, indent=1, default=str))
     else:
         print("settings: %s" % out["settings"])
-        print("mean freeze -> serving again: %s s over %d trials" % (out["mean_freeze_to_serving_s"], len(done)))
-        print("check cost: %s" % out["cost"])
+        print("check cost: %s" % out.get("cost"))
     return 0
 
 

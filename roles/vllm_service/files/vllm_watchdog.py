@@ -63,6 +63,7 @@ __all__ = [
     "DEFAULTS",
     "PENDING",
     "PROGRESS",
+    "api_done",
     "api_in_flight",
     "api_key",
     "find_orphans",
@@ -71,6 +72,8 @@ __all__ = [
     "load_metrics_reader",
     "observe",
     "parse_metrics",
+    "textfile_families",
+    "write_textfile",
 ]
 
 # The counters whose movement is forward progress (summed over their label sets).
@@ -81,6 +84,15 @@ PROGRESS = (
     "vllm:request_success_total",
 )
 PENDING = ("vllm:num_requests_running", "vllm:num_requests_waiting")
+# The API server's own count of the requests it finished (prometheus-fastapi-instrumentator in vLLM 0.28.0), counted
+# for the handlers that hand work to the engine: a request the engine never saw (a client that timed out on a frozen
+# engine) is counted here when it ends, though the engine's counters never move for it.
+API_DONE = "http_requests_total"
+INFERENCE_HANDLERS = ("/v1/completions", "/v1/chat/completions", "/v1/responses", "/v1/embeddings", "/v1/score",
+                      "/v1/rerank", "/v2/rerank", "/rerank", "/score", "/pooling", "/classify", "/invocations",
+                      "/v1/audio/transcriptions", "/v1/audio/translations", "/v1/messages")
+# What the watchdog writes for node exporter's textfile collector at every check (docs/watchdog.md, "hung").
+VERDICT_RULES = ("stalled", "unserved", "silent", "unresponsive")
 DEFAULTS = {
     "period": 15,
     "stall_seconds": 120,
@@ -106,6 +118,8 @@ LEVELS = {"crit": CRIT, "err": ERR, "warning": WARNING, "notice": NOTICE, "info"
 # The collection's one reader of Prometheus text (plugins/module_utils/prometheus_text.py), installed beside this
 # file by vllm_service (config key metrics_reader); in the collection's tree it is found where it lives.
 METRICS_READER = "prometheus_text.py"
+# The collection's one writer of node exporter textfiles (plugins/module_utils/gpuhost_textfile.py), beside it too.
+TEXTFILE_WRITER = "gpuhost_textfile.py"
 _HERE = os.path.dirname(os.path.abspath(__file__))
 _READER_PLACES = (os.path.join(_HERE, METRICS_READER),
                   os.path.join(_HERE, "..", "..", "..", "plugins", "module_utils", METRICS_READER))
@@ -141,13 +155,26 @@ def parse_metrics(text, names=PROGRESS + PENDING, reader=None):
     return (reader or load_metrics_reader()).totals(text, names)
 
 
+def api_done(series):
+    """The API server's finished inference requests from its http_requests_total series ([(labels, value)]): the
+    handlers of INFERENCE_HANDLERS, any status but 4xx (refused before the engine); None when it has none."""
+    if not series:
+        return None
+    return sum(value for labels, value in series
+               if labels.get("handler") in INFERENCE_HANDLERS and not labels.get("status", "").startswith("4"))
+
+
 def observe(text, reader=None):
-    """/metrics text -> {running, waiting, pending, counters: {name: value}} (missing gauges: 0)."""
-    values = parse_metrics(text, reader=reader)
+    """/metrics text -> {running, waiting, pending, counters: {name: value}, api_done} (missing gauges: 0;
+    api_done: see api_done(), None without the API server's counters)."""
+    reader = reader or load_metrics_reader()
+    parsed = reader.samples(text)
+    values = parse_metrics(parsed, reader=reader)
     running = int(values.get("vllm:num_requests_running", 0))
     waiting = int(values.get("vllm:num_requests_waiting", 0))
     counters = {name: values[name] for name in PROGRESS if name in values}
-    return {"running": running, "waiting": waiting, "pending": running + waiting, "counters": counters}
+    return {"running": running, "waiting": waiting, "pending": running + waiting, "counters": counters,
+            "api_done": api_done(reader.series(parsed, API_DONE))}
 
 
 # -- judging -------------------------------------------------------------------------------------
@@ -165,14 +192,18 @@ def _fresh_invocation(st, invocation):
         "canary_fails": 0,
         "last_canary_at": None,
         "last_canary": None,
-        "unserved_since": None,
         "api_answered": 0,
+        "api_done_base": None,
+        "hung": False,
+        "hung_since": None,
+        "owed": None,
+        "unmoved_s": None,
     })
 
 
 def new_state():
     st = {"version": STATE_VERSION, "restarts": [], "restarts_total": 0, "last_verdict": None,
-          "held": False, "checks": 0}
+          "held": False, "checks": 0, "verdicts": {}}
     _fresh_invocation(st, None)
     return st
 
@@ -204,15 +235,17 @@ def judge(state, sample, settings):
     now = float(sample["now"])
     wall = float(sample.get("wall", now))
     unit = sample.get("unit") or {}
-    st["checks"] = int(st.get("checks", 0)) + 1
+    if not sample.get("again"):   # a second look within the same check (the next canary) is not another check
+        st["checks"] = int(st.get("checks", 0)) + 1
     st["last_check_at"] = wall
 
-    def decide(action, phase, note, verdict=None, level="info"):
+    def decide(action, phase, note, verdict=None, level="info", hung=None):
         if phase != st.get("phase") and level == "info":
             level = "notice"  # a change of phase is worth a line in the journal
         st["phase"] = phase
         st["note"] = note
-        return st, {"action": action, "phase": phase, "note": note, "verdict": verdict, "level": level}
+        hung = bool(st.get("hung")) if hung is None else hung
+        return st, {"action": action, "phase": phase, "note": note, "verdict": verdict, "level": level, "hung": hung}
 
     if unit.get("ActiveState") != "active":
         # stopped by a person, failed, or systemd restarting it: systemd's business, not ours
@@ -225,6 +258,7 @@ def judge(state, sample, settings):
     if invocation != st.get("invocation"):
         _fresh_invocation(st, invocation)
 
+    st["hung"] = False   # set again below when /metrics answers and the engine owes work it does not do
     health = sample.get("health") or {}
     metrics = sample.get("metrics") or {}
     answered = bool(health.get("ok")) and bool(metrics.get("ok"))
@@ -257,84 +291,98 @@ def judge(state, sample, settings):
         counters = metrics.get("counters") or {}
         pending = int(metrics.get("pending", 0))
         api = int(metrics.get("api_in_flight") or 0)
+        done = metrics.get("api_done")
         moved = _moved(st.get("counters"), counters)
         if moved:
             st["progress_at"] = now
             st["last_activity"] = now
             st["canary_fails"] = 0
-        # Requests the API server holds beyond those an answered canary already explained (a client keeping a
-        # finished stream open): while the engine reports nothing pending and nothing moves, they are unserved.
+        # What the engine owes (docs/watchdog.md, "hung"): its own pending requests, the requests the API server holds
+        # beyond those an answered canary explained (a client keeping a finished stream open), and the inference
+        # requests the API server finished (a client that gave up, a timeout) since the engine last moved.
         st["api_answered"] = min(int(st.get("api_answered") or 0), api)
-        if pending == 0 and api > st["api_answered"] and not moved:
-            if st.get("unserved_since") is None:
-                st["unserved_since"] = now
-        else:
-            st["unserved_since"] = None
+        if done is not None and (moved or st.get("api_done_base") is None or done < st["api_done_base"]):
+            st["api_done_base"] = done
+        arrived = int(done - st["api_done_base"]) if done is not None else 0
+        owed = {"pending": pending, "api_held": max(0, api - st["api_answered"]), "api_arrived": arrived}
+        unmoved = now - st["progress_at"]
+        hung = not moved and any(owed.values()) and unmoved >= float(cfg["unserved_seconds"])
+        seen_before = st.get("hung_since") is not None
+        st["hung_since"] = (st.get("hung_since") or now) if hung else None
+        st["hung"] = hung
+        st["owed"] = owed
+        st["unmoved_s"] = round(unmoved, 1)
         if pending > 0:
             if st.get("pending_since") is None:
                 st["pending_since"] = now
-            since = max(st["progress_at"], st["pending_since"])
-            still = now - since
-            note = "%d pending, progress %.0f s ago" % (pending, still)
-            if still >= float(cfg["stall_seconds"]) / 2:
-                level = "warning"  # half-way to a verdict: the journal shows it coming
-            if still >= float(cfg["stall_seconds"]):
-                verdict = {"rule": "stalled", "pending": pending, "running": metrics.get("running", 0),
-                           "waiting": metrics.get("waiting", 0), "api_in_flight": metrics.get("api_in_flight"),
-                           "stalled_s": round(still, 1),
-                           "stall_seconds": cfg["stall_seconds"], "counters": counters,
-                           "unchanged_since": round(wall - still, 3)}
         else:
             st["pending_since"] = None
-            canary = sample.get("canary")
-            quiet = now - max(st["last_activity"], st.get("last_canary_at") or 0.0)
-            unserved = now - st["unserved_since"] if st.get("unserved_since") is not None else None
-            if canary is not None:
-                st["last_canary_at"] = now
-                st["last_canary"] = dict(canary, at=wall)
-                status = canary.get("status") or 0
-                level = "notice"
-                if canary.get("ok"):
-                    st["canary_fails"] = 0
-                    st["last_activity"] = now
-                    note = "idle; the canary was answered in %s s" % canary.get("seconds")
-                    if unserved is not None:
-                        # the engine serves: what the API server holds is not waiting for it
-                        st["api_answered"] = api
-                        st["unserved_since"] = None
-                        note += " (%d request(s) at the API for %.0f s are not waiting for the engine)" % (
-                            api, unserved)
-                elif 400 <= status < 500:
-                    note = "idle; the canary was refused with %s (%s): it proves nothing, not counted" % (
-                        status, canary.get("error"))
-                else:
-                    level = "warning"
-                    st["canary_fails"] = int(st.get("canary_fails", 0)) + 1
-                    note = "idle; the canary failed %d time(s) in a row (need %d): %s" % (
-                        st["canary_fails"], cfg["canary_failures"], canary.get("error") or status)
-                    if st["canary_fails"] >= int(cfg["canary_failures"]):
-                        verdict = {"rule": "silent", "canary_failures": st["canary_fails"],
-                                   "canary": canary, "canary_timeout_s": cfg["canary_timeout"],
-                                   "counters": counters, "api_in_flight": metrics.get("api_in_flight"),
-                                   "unserved_s": None if unserved is None else round(unserved, 1),
-                                   "quiet_s": round(now - st["last_activity"], 1)}
-            elif unserved is not None and unserved >= float(cfg["unserved_seconds"]):
-                action = "canary"
-                note = ("nothing pending in the engine, but %d request(s) at the API and no progress for %.0f s: "
-                        "a canary is due" % (api, unserved))
-            elif st.get("canary_fails", 0) > 0 or quiet >= float(cfg["canary_interval"]):
-                action = "canary"
-                note = "idle for %.0f s: a canary is due" % quiet
-            elif unserved is not None:
-                note = "idle per the engine; %d request(s) at the API for %.0f s" % (api, unserved)
+        still = now - max(st["progress_at"], st["pending_since"]) if pending > 0 else 0.0
+        canary = sample.get("canary")
+        quiet = now - max(st["last_activity"], st.get("last_canary_at") or 0.0)
+        evidence = {"pending": pending, "running": metrics.get("running", 0), "waiting": metrics.get("waiting", 0),
+                    "api_in_flight": metrics.get("api_in_flight"), "api_arrived": arrived, "counters": counters,
+                    "unmoved_s": round(unmoved, 1), "unchanged_since": round(wall - unmoved, 3)}
+        if canary is not None:
+            st["last_canary_at"] = now
+            st["last_canary"] = dict(canary, at=wall)
+            status = canary.get("status") or 0
+            level = "notice"
+            if canary.get("ok"):
+                st["canary_fails"] = 0
+                st["last_activity"] = now
+                note = "the canary was answered in %s s" % canary.get("seconds")
+                if hung:
+                    # the engine serves: what the API server holds is not waiting for it
+                    st["api_answered"] = api
+                    st["api_done_base"] = done if done is not None else st.get("api_done_base")
+                    st["hung_since"] = None
+                    st["hung"] = False
+                    note += " (owed %s, unmoved %.0f s: not hung)" % (owed, unmoved)
+            elif 400 <= status < 500:
+                note = "the canary was refused with %s (%s): it proves nothing, not counted" % (
+                    status, canary.get("error"))
             else:
-                note = "idle"
+                level = "warning"
+                st["canary_fails"] = int(st.get("canary_fails", 0)) + 1
+                note = "the canary failed %d time(s) in a row (need %d): %s" % (
+                    st["canary_fails"], cfg["canary_failures"], canary.get("error") or status)
+                if st["canary_fails"] < int(cfg["canary_failures"]):
+                    action = "canary"   # the next one at once (the caller looks again first)
+                else:
+                    rule = ("stalled" if pending > 0 else "unserved") if hung else "silent"
+                    verdict = dict(evidence, rule=rule, canary_failures=st["canary_fails"], canary=canary,
+                                   canary_timeout_s=cfg["canary_timeout"], owed=owed,
+                                   quiet_s=round(now - st["last_activity"], 1))
+        elif pending > 0 and still >= float(cfg["stall_seconds"]):
+            # the backstop without a canary (one refused, say): work pending and nothing moved for stall_seconds
+            note = "%d pending, progress %.0f s ago" % (pending, still)
+            verdict = dict(evidence, rule="stalled", stalled_s=round(still, 1), stall_seconds=cfg["stall_seconds"])
+        elif hung and (seen_before or st.get("canary_fails", 0) > 0):
+            action = "canary"
+            level = "warning"
+            note = "hung? the engine has not moved for %.0f s and owes %s: a canary is due" % (unmoved, owed)
+        elif hung:
+            level = "warning"
+            note = ("hung? the engine has not moved for %.0f s and owes %s: the canary goes at the next check "
+                    "(the alert first)" % (unmoved, owed))
+        elif pending == 0 and (st.get("canary_fails", 0) > 0 or quiet >= float(cfg["canary_interval"])):
+            action = "canary"
+            note = "idle for %.0f s: a canary is due" % quiet
+        elif pending > 0:
+            note = "%d pending, progress %.0f s ago" % (pending, still)
+        elif any(owed.values()):
+            note = "idle per the engine; owed %s, unmoved %.0f s" % (owed, unmoved)
+        else:
+            note = "idle"
         st["counters"] = counters
 
     if verdict is None:
         st["held"] = False
         return decide(action, "watching", note, level=level)
 
+    # the suspicion stays raised until the restart is made (the next check starts over)
+    hung = bool(st.get("hung")) or verdict["rule"] in ("stalled", "unserved")
     window = float(cfg["restart_window"])
     recent = [t for t in st.get("restarts", []) if wall - t < window]
     st["restarts"] = recent
@@ -357,7 +405,9 @@ def judge(state, sample, settings):
         # the next check starts over: a restarted unit is judged only after it is ready again
         _fresh_invocation(st, "restarting")
     st["last_verdict"] = verdict
-    return decide(action, "verdict", "%s: %s" % (verdict["rule"], note), verdict, "err")
+    st["verdicts"] = dict(st.get("verdicts") or {})
+    st["verdicts"][verdict["rule"]] = int(st["verdicts"].get(verdict["rule"], 0)) + 1
+    return decide(action, "verdict", "%s: %s" % (verdict["rule"], note), verdict, "err", hung)
 
 
 # -- the box -------------------------------------------------------------------------------------
@@ -480,8 +530,66 @@ def canary(base_url, key, timeout):
             "seconds": round(time.monotonic() - t0, 3)}
 
 
+def textfile_families(writer, state, decision, unit, settings):
+    """What one check saw, as Prometheus families (``writer``: the collection's textfile writer module): the hung
+    suspicion (docs/watchdog.md), what the engine owes, verdicts by rule, restarts, held, checks."""
+    lb = {"unit": unit}
+    fam = writer.Family
+    owed = state.get("owed") or {}
+    out = [
+        fam("gpuhost_watchdog_hung", "gauge", "1 while the watchdog suspects the engine hangs: it has not moved for "
+            "unserved_seconds and owes requests (pending, held or arrived at the API server since it last moved); "
+            "the restart follows when canary_failures canaries fail").add(bool(decision.get("hung")), **lb),
+        fam("gpuhost_watchdog_engine_unmoved_seconds", "gauge", "seconds since a check last saw the engine's progress "
+            "counters move").add(state.get("unmoved_s") if state.get("ready") else None, **lb),
+        fam("gpuhost_watchdog_owed_requests", "gauge", "requests the engine owes, by kind: pending (its own gauges), "
+            "api_held (held by the API server beyond those an answered canary explained), api_arrived (finished by "
+            "the API server since the engine last moved)"),
+        fam("gpuhost_watchdog_canary_failures", "gauge", "canaries failed in a row").add(
+            int(state.get("canary_fails") or 0), **lb),
+        fam("gpuhost_watchdog_unanswered_checks", "gauge", "checks in a row whose /health or /metrics did not "
+            "answer").add(int(state.get("fails") or 0), **lb),
+        fam("gpuhost_watchdog_verdicts_total", "counter", "verdicts by rule (a held verdict counts at every check)"),
+        fam("gpuhost_watchdog_restarts_total", "counter", "restarts the watchdog made").add(
+            int(state.get("restarts_total") or 0), **lb),
+        fam("gpuhost_watchdog_held", "gauge", "1 when a verdict was not acted on: max_restarts restarts in the "
+            "last hour").add(bool(state.get("held")), **lb),
+        fam("gpuhost_watchdog_dry_run", "gauge", "1 when the watchdog judges without acting").add(
+            bool(settings.get("dry_run")), **lb),
+        fam("gpuhost_watchdog_checks_total", "counter", "checks made").add(int(state.get("checks") or 0), **lb),
+        fam("gpuhost_watchdog_last_check_timestamp_seconds", "gauge", "when the last check was made").add(
+            state.get("last_check_at"), **lb),
+        fam("gpuhost_watchdog_phase", "gauge", "the watchdog's phase (down, starting, ready, watching, "
+            "verdict)").add(1, phase=decision.get("phase") or "-", **lb),
+    ]
+    for kind in ("pending", "api_held", "api_arrived"):
+        out[2].add(owed.get(kind) if state.get("ready") and owed else None, kind=kind, **lb)
+    verdicts = state.get("verdicts") or {}
+    for rule in VERDICT_RULES:
+        out[5].add(int(verdicts.get(rule, 0)), rule=rule, **lb)
+    return out
+
+
+def write_textfile(config, state, decision):
+    """The check's state for node exporter's textfile collector, written atomically, only when the directory
+    (config textfile_dir) exists; never stops the check (a failure is logged)."""
+    directory = config.get("textfile_dir")
+    if not directory or not os.path.isdir(directory):
+        return None
+    path = os.path.join(directory, config.get("textfile_name") or "gpuhost_watchdog.prom")
+    try:
+        writer = _load_by_path("gpuhost_textfile", config.get("textfile_writer")
+                               or os.path.join(_HERE, TEXTFILE_WRITER))
+        settings = {k: config.get(k) for k in DEFAULTS}
+        writer.write_atomic(path, writer.render(textfile_families(writer, state, decision, config["unit"], settings)))
+    except Exception as exc:  # pylint: disable=broad-except  # the metrics must never stop the check
+        log(ERR, "cannot write %s (%s: %s)" % (path, type(exc).__name__, exc))
+        return None
+    return path
+
+
 def check(config):
-    """One check on the box: sample, judge, act, save, log. Returns the exit status (0)."""
+    """One check on the box: sample, judge, (canaries), act, save, log. Returns the exit status (0)."""
     settings = {k: config.get(k) for k in DEFAULTS}
     unit = config["unit"]
     state_file = config["state_file"]
@@ -493,23 +601,43 @@ def check(config):
     except Exception as exc:  # pylint: disable=broad-except  # no reader: judge nothing rather than misjudge
         log(ERR, "cannot load the /metrics reader (%s: %s): no check made" % (type(exc).__name__, exc))
         return 1
-    props = unit_props(unit)
-    sample = {"now": time.monotonic(), "wall": time.time(), "unit": props}
     timeout = float(settings["timeout"] or DEFAULTS["timeout"])
-    if props.get("ActiveState") == "active":
-        base = config["base_url"]
-        sample["health"] = {k: v for k, v in http_get(base, "/health", timeout).items() if k != "body"}
-        got = http_get(base, "/metrics", timeout)
-        sample["metrics"] = {k: v for k, v in got.items() if k != "body"}
-        if got["ok"]:
-            sample["metrics"].update(observe(got["body"], reader))
-            in_flight = api_in_flight(http_get(base, "/load", timeout))
-            if in_flight is not None:
-                sample["metrics"]["api_in_flight"] = in_flight
+    base = config["base_url"]
+
+    def look():
+        props = unit_props(unit)
+        sample = {"now": time.monotonic(), "wall": time.time(), "unit": props}
+        if props.get("ActiveState") == "active":
+            sample["health"] = {k: v for k, v in http_get(base, "/health", timeout).items() if k != "body"}
+            got = http_get(base, "/metrics", timeout)
+            sample["metrics"] = {k: v for k, v in got.items() if k != "body"}
+            if got["ok"]:
+                sample["metrics"].update(observe(got["body"], reader))
+                in_flight = api_in_flight(http_get(base, "/load", timeout))
+                if in_flight is not None:
+                    sample["metrics"]["api_in_flight"] = in_flight
+        return sample
+
+    sample = look()
     new, decision = judge(state, sample, settings)
-    if decision["action"] == "canary":
-        key = api_key(config)
-        sample["canary"] = canary(config["base_url"], key, float(settings["canary_timeout"] or 60))
+    # The suspicion is on record (journal, textfile) before any canary goes, hence before any restart.
+    write_textfile(config, new, decision)
+    key = None
+    sent = 0
+    while decision["action"] == "canary" and sent < max(1, int(settings["canary_failures"] or 1)):
+        if key is None:
+            key = api_key(config)
+        if sent > 0:
+            # the previous canary failed: look again (the engine may have moved meanwhile), judge, and send the next
+            # one at once, without waiting a period
+            log(LEVELS[decision["level"]], decision["note"], sample.get("canary"))
+            state = new
+            sample = dict(look(), again=True)
+            new, decision = judge(state, sample, settings)
+            if decision["action"] != "canary":
+                break
+        sample["canary"] = canary(base, key, float(settings["canary_timeout"] or 60))
+        sent += 1
         new, decision = judge(state, sample, settings)
     new["settings"] = settings
     new["unit"] = unit
@@ -530,6 +658,7 @@ def check(config):
         log(LEVELS[decision["level"]], decision["note"],
             sample.get("canary") if sample.get("canary") is not None else None)
     save_json(state_file, new)
+    write_textfile(config, new, decision)
     if decision["action"] == "restart":
         # A hung engine cannot stop gracefully: SIGKILL to the whole cgroup first (systemd's SIGTERM would wait
         # TimeoutStopSec for it), then a restart, which also clears what is left.

@@ -8,7 +8,9 @@ sequences a CPU box cannot produce on demand (a long chunked prefill).
 from __future__ import annotations
 
 import os
+import re
 import shutil
+import types
 
 import pytest
 
@@ -62,6 +64,10 @@ def sample_of(step, default_invocation):
         sample["metrics"] = dict({"ok": True, "status": 200, "error": None}, **wd.observe(metrics_text(spec)))
         if step.get("api_in_flight") is not None:
             sample["metrics"]["api_in_flight"] = step["api_in_flight"]
+        if step.get("api_done") is not None:
+            sample["metrics"]["api_done"] = float(step["api_done"])
+    if step.get("again"):
+        sample["again"] = True
     if "canary" in step:
         sample["canary"] = step["canary"]
     return sample
@@ -172,3 +178,97 @@ def test_the_watchdog_reads_no_env_file_itself():
     with open(_ROOT + "/roles/vllm_service/files/vllm_watchdog.py", encoding="utf-8") as fh:
         text = fh.read()
     assert "shlex" not in text and "read_env_value" not in text
+
+
+CHECK = load_cases("vllm_watchdog_cases.yaml", "check")
+WRITER = _ROOT + "/plugins/module_utils/gpuhost_textfile.py"
+
+
+def _textfile_values(path, names):
+    """{name or name{label=value}: value} of the textfile, read with the collection's Prometheus text reader."""
+    parsed = wd.load_metrics_reader().samples(open(path, encoding="utf-8").read())
+    out = {}
+    for want in names:
+        name, _sep, sel = want.partition("{")
+        labels = dict(kv.split("=", 1) for kv in sel.rstrip("}").split(",")) if sel else None
+        out[want] = wd.load_metrics_reader().total(parsed, name, labels)
+    return out
+
+
+@pytest.mark.parametrize("case", CHECK, ids=case_ids(CHECK))
+def test_check_on_a_box(case, tmp_path, monkeypatch):
+    """One whole check: the suspicion is in the textfile before any canary goes, the canaries go back to back within
+    the check, and the verdict's restart comes after the textfile says so."""
+    settings = dict(case["settings"])
+    state = None
+    for step in case["state_from"]:   # the checks before, judged as the box would have
+        state, _decision = wd.judge(state, sample_of(step, "inv-1"), settings)
+    textdir = tmp_path / "node-exporter"
+    textdir.mkdir()
+    config = dict(settings, unit="vllm.service", base_url="http://127.0.0.1:8000", state_file=str(tmp_path / "s.json"),
+                  textfile_dir=str(textdir), textfile_name="gpuhost_vllm_watchdog.prom", textfile_writer=WRITER,
+                  key_file="")
+    wd.save_json(config["state_file"], state)
+    textfile = textdir / "gpuhost_vllm_watchdog.prom"
+    clock = {"now": float(case["at"])}
+    seen = {"canaries": 0, "systemctl": [], "at_canary": [], "at_restart": []}
+    names = sorted(set(case.get("expect_textfile_at_canary", {})) | set(case.get("expect_textfile_at_restart", {}))
+                   | set(case.get("expect_textfile_at_end", {})))
+
+    def http_get(_base, path, _timeout, _key="", _payload=None):   # the server: a frozen engine
+        body = {"/metrics": metrics_text(case["metrics"]), "/health": "",
+                "/load": '{"server_load": %d}' % case["api_in_flight"]}[path]
+        return {"ok": True, "status": 200, "error": None, "body": body, "seconds": 0.01}
+
+    def canary(_base, _key, _timeout):
+        seen["at_canary"].append(_textfile_values(str(textfile), names))
+        answer = case["canaries"][seen["canaries"]]
+        seen["canaries"] += 1
+        clock["now"] += answer["seconds"]
+        return answer
+
+    def run(argv, **_kwargs):
+        if argv[:2] == ["systemctl", "show"]:
+            return types.SimpleNamespace(returncode=0, stdout="ActiveState=active\nInvocationID=inv-1\n", stderr="")
+        seen["systemctl"].append(argv[1])
+        if argv[1] == "kill":
+            seen["at_restart"].append(_textfile_values(str(textfile), names))
+        return types.SimpleNamespace(returncode=0, stdout="", stderr="")
+
+    monkeypatch.setattr(wd, "http_get", http_get)
+    monkeypatch.setattr(wd, "canary", canary)
+    monkeypatch.setattr(wd.subprocess, "run", run)
+    monkeypatch.setattr(wd.time, "monotonic", lambda: clock["now"])
+    monkeypatch.setattr(wd.time, "time", lambda: 1.8e9 + clock["now"])
+    assert wd.check(config) == 0
+    assert seen["canaries"] == case["expect_canaries"]
+    assert seen["systemctl"] == case["expect_systemctl"]
+    want = case.get("expect_textfile_at_canary", {})
+    for at in seen["at_canary"][:1]:
+        assert {k: at[k] for k in want} == want
+    if "expect_textfile_at_restart" in case:
+        assert seen["at_restart"] and seen["at_restart"][0] == {
+            k: seen["at_restart"][0][k] for k in names} and all(
+            seen["at_restart"][0][k] == v for k, v in case["expect_textfile_at_restart"].items()), seen["at_restart"]
+    if "expect_textfile_at_end" in case:
+        got = _textfile_values(str(textfile), names)
+        assert {k: got[k] for k in case["expect_textfile_at_end"]} == case["expect_textfile_at_end"]
+
+
+def test_no_textfile_without_its_directory(tmp_path):
+    config = {"textfile_dir": str(tmp_path / "absent"), "unit": "vllm.service", "textfile_writer": WRITER}
+    assert wd.write_textfile(config, wd.new_state(), {"phase": "ready", "hung": False}) is None
+    assert not (tmp_path / "absent").exists()
+
+
+def test_textfile_is_what_the_alert_rules_read():
+    """Every gpuhost_watchdog_* series the alert rules use is written by the watchdog."""
+    writer = wd._load_by_path("gpuhost_textfile", WRITER)
+    state = dict(wd.new_state(), last_check_at=1.8e9, ready=True, unmoved_s=3.0,
+                 owed={"pending": 0, "api_held": 0, "api_arrived": 0})
+    text = writer.render(wd.textfile_families(writer, state, {"phase": "watching", "hung": False}, "vllm.service", {}))
+    written = {s.name for s in wd.load_metrics_reader().samples(text)}
+    with open(_ROOT + "/roles/fleet_prometheus/files/rules/watchdog.rules.yml", encoding="utf-8") as fh:
+        rules = fh.read()
+    used = set(re.findall(r"\b(gpuhost_watchdog_[a-z_]+)", rules))
+    assert used and used <= written, used - written
