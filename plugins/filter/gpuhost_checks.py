@@ -39,6 +39,17 @@ LINE_BREAKS = ("\n", "\r", "\x00")
 
 KINDS = ("path", "unit", "user", "directives")
 
+# The characters that end a line somewhere a role's string lands: systemd's unit and env file parsers (\n, \r,
+# NUL), YAML (NEL, U+2028, U+2029) and Python's str.splitlines() (\v, \f, \x1c-\x1e), which the roles' own
+# readers use. Named in the message (a CR is invisible in a terminal).
+LINE_ENDS = {"\n": "LF", "\r": "CR", "\x00": "NUL", "\x0b": "VT", "\x0c": "FF", "\x1c": "U+001C", "\x1d": "U+001D",
+             "\x1e": "U+001E", "\x85": "NEL (U+0085)", "\u2028": "U+2028", "\u2029": "U+2029"}
+# Keys whose values line_errors leaves to a check of their own: a profile's description (filter vllm_profile_errors:
+# one line, the final line break of a folded YAML scalar allowed, every control character refused).
+LINE_OWN_CHECK = ("description",)
+# Variables whose values a message must not show (the value is a secret).
+SECRET_NAME_RE = re.compile(r"(api_key|token|password|secret)", re.I)
+
 
 def _show(value):
     """The value as the message shows it: a string quoted with its escapes visible (\\u2028, \\r)."""
@@ -150,6 +161,35 @@ def unit_value_errors(values, kind, allow_empty=False, types=None):
     return errors
 
 
+def _line_walk(label, value, secret, errors):
+    if isinstance(value, str):
+        where = next(((i, c) for i, c in enumerate(value) if c in LINE_ENDS), None)
+        if where is not None:
+            shown = "a %d-character value" % len(value) if secret else _show(value)
+            errors.append("%s must be a single line (no line break or NUL: it is written into a file, a unit or a "
+                          "command line), got %s with %s at character %d" % (label, shown, LINE_ENDS[where[1]], where[0]))
+    elif isinstance(value, Mapping):
+        for key, item in value.items():
+            if isinstance(key, str) and key in LINE_OWN_CHECK:
+                continue
+            _line_walk("%s (a key)" % label, key, secret, errors)  # a key is written too (a flag, a directive)
+            _line_walk("%s.%s" % (label, key), item, secret or bool(SECRET_NAME_RE.search(str(key))), errors)
+    elif isinstance(value, (list, tuple)):
+        for index, item in enumerate(value):
+            _line_walk("%s[%d]" % (label, index), item, secret, errors)
+
+
+def line_errors(values):
+    """Error strings for every string in the values ({variable: value}, walked through mappings and lists, their keys
+    too) that holds a line break or NUL, naming the variable and where in it (var.key[0].key); empty when all is well."""
+    if not isinstance(values, Mapping):
+        raise TypeError("line_errors: the input must be a mapping {variable name: value}, got %s" % _type_name(values))
+    errors = []
+    for name in sorted(values, key=str):
+        _line_walk(str(name), values[name], bool(SECRET_NAME_RE.search(str(name))), errors)
+    return errors
+
+
 def typed(value, name):
     """The value of role variable `name` as its argument spec types it ('2' -> 2, '0,1' -> [0, 1],
     'yes' -> true, a scalar -> a one-item list); as given when it cannot be converted (typed_errors says why)."""
@@ -190,4 +230,4 @@ class FilterModule:
 
     def filters(self):
         return {"unit_value_errors": unit_value_errors, "typed": typed, "typed_errors": typed_errors,
-                "url_host": url_host}
+                "line_errors": line_errors, "url_host": url_host}

@@ -271,15 +271,16 @@ def test_refusals_exit_2(fake_router, tmp_path, capsys, argv, content, message):
 def test_site_router_plays():
     plays = yaml.safe_load(open(os.path.join(ROOT, "playbooks", "site.yml"), encoding="utf-8"))
     names = [p["name"] for p in plays]
-    preflight = names.index("Preflight - check the router's inputs before anything on a host changes")
+    preflight = names.index("Preflight - check every input before anything on the host changes")
     gpu = names.index("Turn GPU boxes into tuned, power-capped, verified vLLM servers")
     router = names.index("Put vLLM's router in front of the GPU boxes")
-    assert preflight < gpu < router == len(plays) - 1
-    assert plays[preflight]["hosts"] == plays[router]["hosts"] == "vllm_routers"
-    assert plays[preflight]["any_errors_fatal"] is True
-    includes = [t for t in plays[preflight]["tasks"] if "ansible.builtin.include_role" in t]
-    assert includes[0]["ansible.builtin.include_role"] == {"name": "gpuhost.inference.vllm_router", "tasks_from": "preflight.yml"}
+    assert preflight == 0 < gpu < router == len(plays) - 1
+    assert plays[router]["hosts"] == "vllm_routers"
     assert [r["role"] for r in plays[router]["roles"]] == ["gpuhost.inference.vllm_router"]
-    # The router's inputs are typed in its own preflight play, not in the GPU boxes' one.
-    typed = next(t for t in plays[preflight]["tasks"] if t["name"] == "Check the router's variables against its argument specs")
-    assert "'^vllm_router_'" in typed["vars"]["__site_names"]
+    # The router's inputs are checked in the first play from the role list (tests/unit/playbooks/test_role_list.py),
+    # where a refused router stops the run (stops_the_run: the checks imported with any_errors_fatal).
+    with open(os.path.join(ROOT, "playbooks", "vars", "roles.yml"), encoding="utf-8") as fh:
+        listed = yaml.safe_load(fh)["gpuhost_roles"]
+    assert {"role": "vllm_router", "group": "vllm_routers", "stops_the_run": True} in listed
+    fatal = [t for t in plays[preflight]["tasks"] if t.get("any_errors_fatal")]
+    assert [t["ansible.builtin.import_tasks"] for t in fatal] == ["tasks/site_preflight.yml"]

@@ -80,6 +80,12 @@ CASES = [
     ("power_unit_like_model_unit", {"nvidia_power_unit_name": "vllm.service"},
      ["nvidia_power_unit_name must differ", "vllm_service_unit_name"]),
     ("model_line_break", {"vllm_service_served_model_name": "lab\nx"}, ["vllm_service_served_model_name", "single line"]),
+    # Every string of every role is a single line (filter line_errors over the variables each preflight takes by
+    # prefix, issue 30): a CR in a profile's setting, an LF ending a unit name (both passed play 1 before).
+    ("profile_setting_cr", {"vllm_service_extra_profiles": {"lab": {"description": "CR in a setting.",
+                                                                    "settings": {"served_model_name": "x\ry"}}}},
+     ["vllm_service_extra_profiles.lab.settings.served_model_name", "single line", "CR"]),
+    ("verify_unit_name_lf", {"vllm_verify_unit_name": "vllm.service\n"}, ["vllm_verify_unit_name", "single line", "LF"]),
     ("verify_base_url_ipv6_unbracketed", {"vllm_verify_base_url": "http://::1:8000"}, ["vllm_verify_base_url", "brackets"]),
     ("verify_concurrency_absurd", {"vllm_verify_concurrency": [100000]}, ["vllm_verify_concurrency", "1-1024"]),
     # The CUDA build on a box whose driver or cards cannot run it (issue 22): the mocked nvidia-smi of these

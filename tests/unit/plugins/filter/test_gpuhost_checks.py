@@ -82,7 +82,7 @@ def test_does_not_change_its_input():
 
 
 def test_filter_registered():
-    assert set(FilterModule().filters()) == {"unit_value_errors", "typed", "typed_errors", "url_host"}
+    assert set(FilterModule().filters()) == {"unit_value_errors", "typed", "typed_errors", "line_errors", "url_host"}
 
 
 # --- the bad-input matrix -----------------------------------------------------------------------

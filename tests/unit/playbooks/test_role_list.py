@@ -1,0 +1,131 @@
+"""The one role list (issue 30): playbooks/vars/roles.yml names each public role of the collection and the inventory
+group whose hosts run it; site.yml's first play is driven by it. These tests fail when a role under roles/ (not an
+internal `_`-prefixed one) is missing from the list, from site.yml, from README.md's role list or from
+docs/CONTRACTS.md, when the first play hand-types a role name again, or when a preflight stops taking its variables
+by name prefix. The cases of the rendering are in data/site_preflight_cases.yaml (`role_list`)."""
+from __future__ import annotations
+
+import os
+import re
+
+import pytest
+import yaml
+from ansible.parsing.dataloader import DataLoader
+from ansible.template import Templar
+
+from ansible_collections.gpuhost.inference.tests.unit.paths import ROOT, case_ids, load_cases
+from ansible_collections.gpuhost.inference.tests.unit.templating import trusted
+
+LIST_FILE = os.path.join("playbooks", "vars", "roles.yml")
+CASES = load_cases("site_preflight_cases.yaml", "role_list")
+
+
+def read(*parts):
+    with open(os.path.join(ROOT, *parts), encoding="utf-8") as fh:
+        return fh.read()
+
+
+def role_list():
+    return yaml.safe_load(read(LIST_FILE))["gpuhost_roles"]
+
+
+def public_roles():
+    """The roles under roles/ but the internal ones (`_common`: run only inside the roles that include it)."""
+    return sorted(d for d in os.listdir(os.path.join(ROOT, "roles"))
+                  if os.path.isdir(os.path.join(ROOT, "roles", d)) and not d.startswith("_"))
+
+
+def site_plays():
+    return yaml.safe_load(read("playbooks", "site.yml"))
+
+
+def listed():
+    return [entry["role"] for entry in role_list()]
+
+
+def test_the_list_names_every_public_role_once():
+    names = listed()
+    assert len(names) == len(set(names)), "a role is listed twice in %s: %s" % (LIST_FILE, names)
+    assert sorted(names) == public_roles(), (
+        "%s must list every role under roles/ but the internal `_` ones: missing %s, not a role %s"
+        % (LIST_FILE, sorted(set(public_roles()) - set(names)), sorted(set(names) - set(public_roles()))))
+
+
+def test_every_entry_has_a_role_and_a_group_and_known_keys():
+    for entry in role_list():
+        assert set(entry) <= {"role", "group", "stops_the_run"}, entry
+        assert re.fullmatch(r"[a-z][a-z0-9_]*", entry["role"]), entry
+        assert re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", entry["group"]), entry
+        assert isinstance(entry.get("stops_the_run", False), bool), entry
+
+
+@pytest.mark.parametrize("role", public_roles())
+def test_every_role_has_argument_specs_and_a_read_only_preflight(role):
+    for part in (("meta", "argument_specs.yml"), ("tasks", "preflight.yml")):
+        assert os.path.isfile(os.path.join(ROOT, "roles", role, *part)), "roles/%s/%s is missing" % (role, "/".join(part))
+
+
+@pytest.mark.parametrize("role", public_roles())
+def test_every_role_runs_in_a_play_of_its_group(role):
+    """A play after the preflight runs the role on the hosts of the group the list gives it."""
+    group = next(e["group"] for e in role_list() if e["role"] == role)
+    plays = [p for p in site_plays()[1:]
+             if any((r["role"] if isinstance(r, dict) else r) == "gpuhost.inference." + role for r in p.get("roles", []))]
+    assert plays, "no play of playbooks/site.yml runs gpuhost.inference.%s" % role
+    assert all(p["hosts"] == group for p in plays), "gpuhost.inference.%s runs on %s, the list says %s" % (
+        role, [p["hosts"] for p in plays], group)
+
+
+@pytest.mark.parametrize("role", public_roles())
+def test_the_readme_lists_every_role(role):
+    readme = read("README.md")
+    assert re.search(r"^\| `gpuhost\.inference\.%s` \|" % role, readme, re.M), \
+        "README.md's role table has no row for gpuhost.inference.%s" % role
+    assert "(roles/%s/README.md)" % role in readme.split("## Requirements")[0], \
+        "README.md's opening list does not link roles/%s/README.md" % role
+
+
+@pytest.mark.parametrize("role", public_roles())
+def test_contracts_lists_every_role(role):
+    contracts = read("docs", "CONTRACTS.md")
+    section = contracts.split("## Roles and the names they share", 1)[1].split("\n## ", 1)[0]
+    assert re.search(r"^\| %s \| `%s_` \|" % (role, role), section, re.M), \
+        "docs/CONTRACTS.md 'Roles and the names they share' has no row for %s" % role
+
+
+def test_contracts_names_the_list_file():
+    assert LIST_FILE in read("docs", "CONTRACTS.md")
+
+
+def test_the_first_play_hand_types_no_role():
+    """Play 1 and its task file take every role name from the list (its pattern too): none is typed there."""
+    play = site_plays()[0]
+    assert "vars/roles.yml" in play["vars_files"]
+    text = yaml.safe_dump(play) + read("playbooks", "tasks", "site_preflight.yml")
+    typed = [role for role in public_roles() if re.search(r"\b%s\b" % role, re.sub(r"\w+_preflight_only", "", text))]
+    assert typed == [], "site.yml's first play names %s by hand: take them from %s" % (typed, LIST_FILE)
+
+
+@pytest.mark.parametrize("role", public_roles())
+def test_every_preflight_takes_its_variables_by_prefix(role):
+    text = read("roles", role, "tasks", "preflight.yml")
+    assert "query('ansible.builtin.varnames', '^%s_')" % role in text, \
+        "roles/%s/tasks/preflight.yml must take its variables by name prefix (varnames '^%s_')" % (role, role)
+    assert "gpuhost.inference.line_errors" in text, "roles/%s/tasks/preflight.yml must check that its strings are single lines" % role
+
+
+@pytest.mark.parametrize("case", CASES, ids=case_ids(CASES))
+def test_the_first_play_renders_from_the_list(case):
+    """The play's hosts, the host's roles and the roles whose refusal stops the run, rendered by Ansible's templar
+    from the play's own expressions over a role list (the real one where the case gives none)."""
+    play = site_plays()[0]
+    variables = dict(trusted(play["vars"]), gpuhost_roles=case.get("gpuhost_roles", role_list()),
+                     group_names=case["group_names"])
+    templar = Templar(loader=DataLoader(), variables=variables)
+    preflight = {t["name"]: t for t in play["tasks"]}
+    host_roles = {
+        "stop_the_host": templar.template(trusted(preflight["Check the inputs of the roles whose refusal stops the host"]["vars"]["__site_roles"])),
+        "stop_the_run": templar.template(trusted(preflight["Check the inputs of the roles whose refusal stops the run"]["vars"]["__site_roles"])),
+    }
+    assert templar.template(trusted(play["hosts"])) == case["expect"]["hosts"]
+    assert host_roles == case["expect"]["roles"]
