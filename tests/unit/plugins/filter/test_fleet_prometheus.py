@@ -1,0 +1,35 @@
+"""The fleet Prometheus's targets from the inventory and its binds (plugins/filter/fleet_prometheus.py); cases in
+tests/unit/data/fleet_prometheus_cases.yaml."""
+from __future__ import annotations
+
+import pytest
+
+from ansible.errors import AnsibleFilterError
+from ansible_collections.gpuhost.inference.plugins.filter.fleet_prometheus import (
+    FilterModule,
+    fleet_prometheus_bind_errors,
+    fleet_prometheus_targets,
+)
+from ansible_collections.gpuhost.inference.tests.unit.paths import case_ids, load_cases
+
+CASES = load_cases("fleet_prometheus_cases.yaml")
+
+
+@pytest.mark.parametrize("case", CASES["targets"], ids=case_ids(CASES["targets"]))
+def test_targets(case):
+    got = fleet_prometheus_targets(case["groups"], case["hostvars"], case["monitoring_host"], "gpu_servers",
+                                   "vllm_routers", CASES["defaults"])
+    assert got == case["expect"]
+
+
+@pytest.mark.parametrize("case", CASES["binds"], ids=case_ids(CASES["binds"]))
+def test_binds(case):
+    assert fleet_prometheus_bind_errors(case["values"]) == case["expect"]
+
+
+def test_bad_input_is_refused():
+    with pytest.raises(AnsibleFilterError):
+        fleet_prometheus_targets(["gpu_servers"], {}, "x")
+    with pytest.raises(AnsibleFilterError):
+        fleet_prometheus_bind_errors("0.0.0.0")
+    assert set(FilterModule().filters()) == {"fleet_prometheus_targets", "fleet_prometheus_bind_errors"}
