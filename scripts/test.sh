@@ -3,7 +3,8 @@
 # (bootstrap image apt-pool wheelhouse model lint sanity unit build molecule molecule-default molecule-e2e).
 # `molecule` runs both scenarios at once on the 2 cores: e2e (the real vLLM, mostly one core) beside
 # default (the test double, fault cases included); each one's log goes to
-# reports/logs/molecule-<scenario>.log and is printed when it ends, then a summary with the failures.
+# reports/logs/molecule-<scenario>.log and is printed when it ends, then a summary; at the very end each
+# failure is named once (the brief list).
 set -uo pipefail
 # shellcheck source=scripts/lab-env.sh
 . "$(dirname "$0")/lab-env.sh"
@@ -26,8 +27,8 @@ scenario() {
   echo "$s $rc $(( $(date +%s) - t0 ))" >>reports/logs/molecule-results.txt
   return $rc
 }
-# After all scenarios: each one's result, its playbook runs' times (profile_tasks) and, for a failed one,
-# the lines that say why, so that the end of the output (what CI shows) names the failure.
+# After all scenarios: each one's result and its playbook runs' times (profile_tasks); what failed is named
+# once, in the brief list at the very end.
 scenario_summary() {
   local s rc secs log
   step "molecule summary"
@@ -39,9 +40,6 @@ scenario_summary() {
         /^TASKS RECAP/ { getline; n = split($0, f, " "); printf "%s %s, ", a, f[n - 1] }
         /=+ .*(passed|failed).* in [0-9.]+s/ { match($0, /in [0-9.]+s/); printf "%s pytest %s, ", a, substr($0, RSTART + 3, RLENGTH - 3) }
       ' "$log")"
-    if [ "$rc" -ne 0 ]; then
-      grep -nE 'fatal: |FAILED!|^E  |^FAILED |failed=[1-9]|ERROR  |CRITICAL ' "$log" | tail -40 | cut -c1-400
-    fi
   done <reports/logs/molecule-results.txt
 }
 # e2e (the real vLLM, the long pole) starts as soon as its inputs exist and runs beside lint, sanity,
@@ -122,18 +120,13 @@ if [ -n "$e2e_pid" ]; then
   run_stage e2e-wait || rc=1
   scenario_summary
 fi
-# The lines of a failed stage's log that say why (pytest's FAILED/ERROR lines, lint and sanity errors),
-# so that the end of the output, which CI shows, names the failure.
-for entry in "${failed_stage_logs[@]}"; do
-  step "stage ${entry%%:*} failed: from its log ${entry#*:}"
-  grep -nE '^(FAILED|ERROR) |^E  |^ERROR: |[^ ]+:[0-9]+:[0-9]+: |error|Error' "${entry#*:}" | tail -40 | cut -c1-400
-done
 step "stage times"
 printf '  %s\n' "${report[@]}"
-# Last, a few lines that name each failure (CI shows only the end of the output): a failed task with the
-# task's name, a failed test's id, a lint error.
+# Last, one line per failure (CI shows only the end of the output): a failed task with the task's name, a
+# failed test's id, a lint error; each once (the stage's own output above has the details), at most $2 a log.
 brief() {
   awk '
+    { gsub(/\033\]8;;[^\033]*\033\\/, ""); gsub(/\033\[[0-9;]*m/, "") }
     /^TASK \[/ { task = $0; sub(/ \*+$/, "", task) }
     /^(fatal|failed): \[.*FAILED!/ {
       line = $0; sub(/^[^{]*/, "", line); why = line
@@ -142,20 +135,30 @@ brief() {
       print "    " task " " why; next
     }
     /^FAILED [^ ]+::/ || /^ERROR [^ ]+::/ { print "    " $0; next }
-    /^ERROR: / || /^[^ ]+:[0-9]+:[0-9]+: / { print "    " $0 }
-  ' "$1" | tail -"${2:-4}" | cut -c1-300
+    /^ERROR: / || /^[^ ]+:[0-9]+:[0-9]+: / { print "    " $0; next }
+    # yamllint: the file on a line of its own, then "  LINE:COL  error  message  (rule)".
+    /^[^ :]+\.ya?ml$/ { yfile = $0; next }
+    /^  [0-9]+:[0-9]+ +error / { sub(/^ +/, ""); print "    " yfile ":" $0; next }
+    # ansible-lint: "rule[tag]: message", then "path:LINE[:COL] ...".
+    /^[a-z][a-z0-9-]*(\[[a-z0-9-]+\])?: / { rule = $0; next }
+    rule != "" && /^[^ ]+:[0-9]+(:[0-9]+)?( |$)/ { split($0, where, " "); print "    " where[1] " " rule; rule = ""; next }
+    { rule = "" }
+  ' "$1" | awk '!seen[$0]++' | awk -v max="$2" -v src="$1" '
+    { line[NR] = $0 }
+    END { if (NR > max) printf "    (%d more in %s)\n", NR - max, src; for (i = (NR > max ? NR - max + 1 : 1); i <= NR; i++) print line[i] }
+  ' | cut -c1-300
 }
 if [ $rc -ne 0 ]; then
   step "failures in brief"
   for entry in "${failed_stage_logs[@]}"; do
     echo "  stage ${entry%%:*} (log ${entry#*:}):"
-    brief "${entry#*:}" 4
+    brief "${entry#*:}" 20
   done
   if [ -f reports/logs/molecule-results.txt ]; then
     while read -r s mrc _secs; do
       [ "$mrc" -eq 0 ] && continue
       echo "  molecule $s (log reports/logs/molecule-$s.log):"
-      brief "reports/logs/molecule-$s.log" 5
+      brief "reports/logs/molecule-$s.log" 20
     done <reports/logs/molecule-results.txt
   fi
 fi
