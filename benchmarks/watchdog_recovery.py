@@ -246,17 +246,33 @@ def trial(cfg, key, args, pattern):
             "verdict": verdict}
 
 
-def false_alarm(cfg, key, args, kind, canary_fn):
-    """One load that must not be judged hung -> {kind, restarts_made, hung_seen, canaries: {n, max_s, failed}}."""
+def fit_prompt(base, key, model, limit):
+    """A prompt of as many tokens as fit in ``limit`` (the server's /tokenize counts them) -> (text, count)."""
+    n = limit
+    while n > 16:
+        words = " ".join("w%d" % i for i in range(n))
+        status, body = http(base + "/tokenize", {"model": model, "prompt": words}, 60.0, key)
+        count = json.loads(body).get("count") if status == 200 else None
+        if count is not None and count <= limit:
+            return words, count
+        n = int(n * limit / count) - 2 if count else n // 2
+    raise RuntimeError("no prompt fits in %d tokens" % limit)
+
+
+def false_alarm(cfg, key, args, kind, wd):
+    """One load that must not be judged hung -> {kind, restarts_made, hung_seen, canaries, alive}: ``canaries`` the
+    watchdog's canary waited for its own answer, ``alive`` as the watchdog sends it (its wait ends when the engine's
+    counters move), alternately, every 2 s."""
     base = cfg["base_url"]
     wait_for(lambda: serving(base, key) and state(cfg).get("phase") == "watching", args.ready_timeout, 2.0)
     model = model_of(base, key)
     before = state(cfg).get("restarts_total", 0)
     stop = threading.Event()
+    out_extra = {}
     seqs, ctx = args.max_num_seqs, args.max_model_len
     if kind == "prefill":
-        # ~1 token per word of this form for the tiny model's tokenizer; the server cuts nothing: 16 tokens of room
-        words = " ".join("w%d" % i for i in range(max(16, (ctx - 32) // 2)))
+        words, count = fit_prompt(base, key, model, ctx - 8)
+        out_extra["prompt_tokens"] = count
         load(base, key, model, seqs, 8, stop, prompt=words)
     elif kind == "slow-reader":
         streams(base, key, model, seqs, args.tokens, stop, "slow")
@@ -264,20 +280,34 @@ def false_alarm(cfg, key, args, kind, canary_fn):
         streams(base, key, model, seqs, args.tokens, stop, "drop")
     else:
         load(base, key, model, 2 * seqs, args.tokens, stop)
-    times, failed, hung_seen = [], [], False
+    reader = wd.load_metrics_reader()
+    got_by = {"answer": ([], []), "alive": ([], [])}
+    hung_seen = False
     end = time.monotonic() + args.load_seconds
+    turn = 0
     while time.monotonic() < end:
-        got = canary_fn(base, key, 120.0)
+        turn += 1
+        if turn % 2:
+            kind_of, got = "answer", wd.canary(base, key, 120.0)
+        else:
+            status, body = http(base + "/metrics")
+            before = wd.observe(body, reader)["counters"] if status == 200 else None
+            kind_of, got = "alive", wd.canary(base, key, 120.0,
+                                              lambda b=before: wd.engine_moved(base, 10.0, reader, b))
+        times, failed = got_by[kind_of]
         (times if got["ok"] else failed).append(got["seconds"] if got["ok"] else got["error"])
         hung_seen = hung_seen or bool(state(cfg).get("hung"))
         time.sleep(2.0)
     stop.set()
     time.sleep(2.0)
     st = state(cfg)
+    def figures(pair):
+        times, failed = pair
+        return {"n": len(times), "max_s": max(times) if times else None,
+                "mean_s": round(statistics.mean(times), 3) if times else None, "failed": failed[:3]}
     return {"kind": kind, "seconds": args.load_seconds, "restarts_made": st.get("restarts_total", 0) - before,
-            "hung_seen": hung_seen, "canaries": {"n": len(times), "max_s": max(times) if times else None,
-                                                 "mean_s": round(statistics.mean(times), 3) if times else None,
-                                                 "failed": failed[:3]}}
+            "hung_seen": hung_seen, "canaries": figures(got_by["answer"]), "alive": figures(got_by["alive"]),
+            **out_extra}
 
 
 def cost(cfg, runs):
@@ -325,8 +355,8 @@ def main(argv=None):
     sys.path.insert(0, os.path.dirname(SCRIPT))
     # The canary's key, read as the watchdog reads it (the collection's env-file reader installed beside it), and
     # the watchdog's own canary.
-    from vllm_watchdog import api_key, canary  # pylint: disable=import-outside-toplevel,import-error
-    key = api_key(cfg)
+    import vllm_watchdog as wd  # pylint: disable=import-outside-toplevel,import-error
+    key = wd.api_key(cfg)
     shown = ("period", "stall_seconds", "unserved_seconds", "canary_interval", "canary_timeout", "canary_failures",
              "max_restarts")
     out = {"settings": {k: cfg.get(k) for k in shown}, "trials": [], "false_alarms": []}
@@ -342,11 +372,12 @@ def main(argv=None):
                                text=True, check=False).stdout.strip()
         out["settings"]["timer"] = timer
         for kind in [k for k in args.false_alarms.split(",") if k]:
-            res = false_alarm(cfg, key, args, kind, canary)
+            res = false_alarm(cfg, key, args, kind, wd)
             out["false_alarms"].append(res)
             if not args.json:
-                print("false alarm %s: %s s, restarts %s, hung seen %s, canaries %s" % (
-                    kind, res["seconds"], res["restarts_made"], res["hung_seen"], res["canaries"]), flush=True)
+                print("false alarm %s: %s s, restarts %s, hung seen %s, canaries answered %s, alive %s" % (
+                    kind, res["seconds"], res["restarts_made"], res["hung_seen"], res["canaries"], res["alive"]),
+                      flush=True)
         for pattern in [p for p in args.patterns.split(",") if p]:
             for i in range(args.trials):
                 res = trial(cfg, key, args, pattern)

@@ -1,8 +1,10 @@
-"""The watchdog on the real vLLM 0.28.0 CPU build (issue 23), with the e2e inventory's short settings (period 5 s,
-stall_seconds 30): installed and on, no restart under a sustained heavy load (concurrency 8, ~1,000-token prompts,
-65 s > 2 x stall_seconds), then one freeze of the engine core with work pending: the watchdog's stalled verdict names
-the rule and the stalled counters, the unit is restarted, and a sampled completion is answered afterwards, within
-stall_seconds + one period + RestartSec + the startup. Extra time: about 65 s of load plus one restart."""
+"""The watchdog on the real vLLM 0.28.0 CPU build (issues 23, 32), with the e2e inventory's short settings (period 5 s,
+stall_seconds 30): installed and on; no restart under a sustained heavy load (concurrency 8, ~1,000-token prompts)
+while other clients drop their streams after 1 s, over and over (65 s > unserved_seconds + 2 canary timeouts); then
+issue 32's pattern a: the engine core frozen while idle and a client retrying a short completion with a 10 s timeout,
+2 s apart: the hung signal is raised before the canaries, the unserved verdict counts the requests the API server saw
+end since the engine last moved, the unit is restarted and the retrying client itself is answered again. Extra time:
+about 65 s of load plus one restart."""
 from __future__ import annotations
 
 import json
@@ -39,9 +41,50 @@ threads = [threading.Thread(target=one) for _ in range(streams)]
 print(json.dumps(n))
 """
 
-# Runs in the box: wait (polling /metrics, up to 60 s) until work is pending, then SIGSTOP every VLLM::EngineCore
-# process in the same breath -> {pids, pending} (in one script: no round trip between seeing the work and the
-# freeze; not pkill -f, which would match this shell).
+# Runs in the box (a transient unit): N clients that open a stream, read for 1 s and drop it, for S seconds.
+DROP = r"""
+import http.client, json, sys, threading, time
+seconds, clients = float(sys.argv[1]), int(sys.argv[2])
+end = time.time() + seconds
+def one():
+    while time.time() < end:
+        try:
+            conn = http.client.HTTPConnection('127.0.0.1', 8000, timeout=30)
+            conn.request('POST', '/v1/completions', json.dumps({'model': 'tiny-qwen3', 'prompt': 'count: 1 2 3',
+                         'max_tokens': 400, 'ignore_eos': True, 'stream': True}), {'Content-Type': 'application/json'})
+            resp = conn.getresponse()
+            stop = time.time() + 1.0
+            while time.time() < stop and resp.read1(64):
+                pass
+            conn.close()
+        except Exception:
+            time.sleep(1)
+threads = [threading.Thread(target=one) for _ in range(clients)]
+[t.start() for t in threads]
+[t.join() for t in threads]
+"""
+
+# Runs in the box (a transient unit): an agent with a request timeout - a short completion with a 10 s timeout,
+# 2 s apart, until one is answered (at most S seconds) -> /run/e2e-retry.json {answered_at, tries}.
+RETRY = r"""
+import json, sys, time, urllib.request
+end = time.time() + float(sys.argv[1])
+tries, answered = 0, None
+while time.time() < end and answered is None:
+    tries += 1
+    req = urllib.request.Request('http://127.0.0.1:8000/v1/completions', json.dumps({'model': 'tiny-qwen3',
+          'prompt': 'def fib(n):', 'max_tokens': 4}).encode(), {'Content-Type': 'application/json'})
+    try:
+        if urllib.request.urlopen(req, timeout=10).status == 200:
+            answered = time.time()
+    except Exception:
+        time.sleep(2)
+json.dump({'answered_at': answered, 'tries': tries}, open('/run/e2e-retry.json', 'w'))
+"""
+
+# Runs in the box: wait (polling /metrics, up to 60 s) until work is pending (argv[1] "pending") or nothing is
+# ("idle"), then SIGSTOP every VLLM::EngineCore process in the same breath -> {pids, pending} (in one script: no round
+# trip between seeing the state and the freeze; not pkill -f, which would match this shell).
 FREEZE = r"""
 import json, os, signal, sys, time, urllib.request
 sys.path.insert(0, '/usr/local/lib/gpuhost-inference')  # the collection's Prometheus text reader, installed there
@@ -52,15 +95,18 @@ def pending():
                    for name in ('vllm:num_requests_running', 'vllm:num_requests_waiting')))
 end = time.time() + 60
 n = 0
+want_pending = sys.argv[1] == 'pending'
+ready = False
 while time.time() < end:
     n = pending()
-    if n > 0:
+    ready = (n > 0) == want_pending
+    if ready:
         break
     time.sleep(0.1)
 pids = []
 for p in os.listdir('/proc'):
     try:
-        if n > 0 and p.isdigit() and open('/proc/%s/cmdline' % p, 'rb').read().startswith(b'VLLM::EngineCore'):
+        if ready and p.isdigit() and open('/proc/%s/cmdline' % p, 'rb').read().startswith(b'VLLM::EngineCore'):
             os.kill(int(p), signal.SIGSTOP)
             pids.append(int(p))
     except OSError:
@@ -126,46 +172,54 @@ def test_no_restart_under_sustained_heavy_load(host):
     assert _wait(lambda: _state(host).get("phase") == "watching", STARTUP_BUDGET_S), _state(host)
     before = _state(host).get("restarts_total", 0)
     inv = host.check_output("systemctl show -p InvocationID --value vllm.service").strip()
+    # beside the load, clients that disconnect mid-stream (a transient unit: a process left in the background of
+    # `podman exec` does not outlive it)
+    host.check_output("systemd-run --quiet --collect --unit=e2e-watchdog-drop -- python3 -c %s 60 2"
+                      % shlex.quote(DROP))
     done = json.loads(_py(host, LOAD, 65, 8, 300))
     after = _state(host)
-    print("\nheavy load 65 s at concurrency 8: %s; watchdog restarts %s -> %s, last note %r" % (
-        done, before, after.get("restarts_total"), after.get("note")))
+    print("\nheavy load 65 s at concurrency 8, 2 clients dropping streams: %s; watchdog restarts %s -> %s, "
+          "last note %r" % (done, before, after.get("restarts_total"), after.get("note")))
     assert done["ok"] > 0 and done["errors"] == 0, done
     assert after.get("restarts_total", 0) == before, (after.get("last_verdict"), _journal(host)[-4000:])
     assert host.check_output("systemctl show -p InvocationID --value vllm.service").strip() == inv
 
 
-def test_a_frozen_engine_is_restarted_and_serves_again(host):
+def test_a_frozen_engine_is_restarted_and_serves_a_retrying_client_again(host):
     cfg = json.loads(host.check_output("cat %s" % CONFIG))
     assert _wait(lambda: _state(host).get("phase") == "watching", STARTUP_BUDGET_S), _state(host)
     before = _state(host).get("restarts_total", 0)
     inv = host.check_output("systemctl show -p InvocationID --value vllm.service").strip()
-    # work in flight, then the engine core frozen: what a hung engine looks like from outside
-    # 120 s of two streams (a transient unit: a process left in the background of `podman exec` does not outlive
-    # it); its requests hang on the frozen engine until the restart drops them
-    host.check_output("systemd-run --quiet --collect --unit=e2e-watchdog-load -- python3 -c %s 120 2 500"
-                      % shlex.quote(LOAD))
-    frozen = json.loads(_py(host, FREEZE))
+    # issue 32's pattern a: frozen while idle, then a client that retries with a timeout shorter than
+    # unserved_seconds, so the API server never holds a request for long
+    frozen = json.loads(_py(host, FREEZE, "idle"))
     pids, t_freeze = frozen["pids"], frozen["at"]
-    assert frozen["pending"] > 0 and pids, frozen
+    assert frozen["pending"] == 0 and pids, frozen
     restart_sec = int(host.check_output("systemctl show -p RestartUSec --value vllm.service").strip().rstrip("s") or 0)
-    budget = cfg["stall_seconds"] + cfg["period"] + restart_sec + STARTUP_BUDGET_S
+    budget = (cfg["unserved_seconds"] + 3 * cfg["period"] + cfg["canary_failures"] * (cfg["canary_timeout"] + 3 * 5)
+              + restart_sec + STARTUP_BUDGET_S)
+    host.run("rm -f /run/e2e-retry.json")
+    host.check_output("systemd-run --quiet --collect --unit=e2e-watchdog-retry -- python3 -c %s %d"
+                      % (shlex.quote(RETRY), budget))
     try:
-        served = _wait(lambda: host.check_output("systemctl show -p InvocationID --value vllm.service").strip() != inv
-                       and _py(host, SAMPLE).strip() == "200", budget, 2.0)
-        took = float(_py(host, "import time; print(time.time())")) - t_freeze
+        _wait(lambda: host.run("test -s /run/e2e-retry.json").rc == 0, budget + 15, 2.0)
     finally:
         host.run("kill -CONT %s" % " ".join(map(str, pids)))  # if nothing restarted it, do not leave it frozen
+    retry = json.loads(host.run("cat /run/e2e-retry.json").stdout or "{}")
     st = _state(host)
     verdict = st.get("last_verdict") or {}
-    print("\nfreeze -> serving again: %.1f s (budget %d s); verdict after %.1f s: %s" % (
-        took, budget, (verdict.get("at") or 0) - t_freeze, json.dumps(verdict)))
-    assert served, _journal(host)[-3000:] + _journal(host, "vllm.service")[-3000:]
-    assert verdict.get("rule") == "stalled" and verdict.get("action") == "restart", verdict
-    assert verdict["pending"] > 0 and "vllm:generation_tokens_total" in verdict["counters"], verdict
-    # the API server's own count (GET /load, --enable-server-load-tracking, on with the watchdog): the frozen
-    # engine's requests are still held there, which is how a freeze while idle is found too (docs/watchdog.md)
-    assert verdict["api_in_flight"] >= 1, verdict
-    assert verdict["invocation"] == inv and verdict["stalled_s"] >= cfg["stall_seconds"], verdict
+    took = (retry.get("answered_at") or 0) - t_freeze
+    print("\nfreeze -> the retrying client answered again: %.1f s (%s tries; budget %d s); verdict after %.1f s: %s" % (
+        took, retry.get("tries"), budget, (verdict.get("at") or 0) - t_freeze, json.dumps(verdict)))
+    journal = _journal(host)
+    assert retry.get("answered_at"), journal[-3000:] + _journal(host, "vllm.service")[-3000:]
+    assert host.check_output("systemctl show -p InvocationID --value vllm.service").strip() != inv
+    assert verdict.get("rule") == "unserved" and verdict.get("action") == "restart", verdict
+    assert verdict["invocation"] == inv and verdict["pending"] == 0, verdict
+    # what the API server saw arrive (and end) since the engine last moved: the retrying client's requests
+    assert verdict["api_arrived"] >= 1 and verdict["canary_failures"] == cfg["canary_failures"], verdict
+    assert verdict["unmoved_s"] >= cfg["unserved_seconds"], verdict
     assert st["restarts_total"] == before + 1, st
-    assert "VERDICT stalled: restarting vllm.service" in _journal(host)
+    # the hung signal (the alert's) was raised a check before the canaries, hence before the restart
+    raised = journal.find("the canary goes at the next check (the alert first)")
+    assert 0 <= raised < journal.find("VERDICT unserved: restarting vllm.service"), journal[-3000:]

@@ -56,6 +56,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from urllib.parse import urlsplit
 
@@ -331,7 +332,8 @@ def judge(state, sample, settings):
             if canary.get("ok"):
                 st["canary_fails"] = 0
                 st["last_activity"] = now
-                note = "the canary was answered in %s s" % canary.get("seconds")
+                note = ("the canary was answered in %s s" % canary.get("seconds") if canary.get("by") != "progress" else
+                        "the engine moved %s s after the canary went: alive" % canary.get("seconds"))
                 if hung:
                     # the engine serves: what the API server holds is not waiting for it
                     st["api_answered"] = api
@@ -510,8 +512,25 @@ def api_in_flight(answer):
         return None
 
 
-def canary(base_url, key, timeout):
-    """A one-token completion to the first served model -> {ok, status, error, seconds}."""
+def canary(base_url, key, timeout, moved=None):
+    """A one-token completion to the first served model -> {ok, status, error, seconds, by}. ``moved``: asked about once
+    a second while the canary waits; when it says the engine's progress counters moved, the wait ends as answered
+    (by "progress" instead of "answer"): the engine is alive, whatever queue the canary waits in behind busy slots."""
+    if moved is None:
+        return dict(_canary(base_url, key, timeout), by="answer")
+    result = {}
+    t0 = time.monotonic()
+    sender = threading.Thread(target=lambda: result.update(_canary(base_url, key, timeout)), daemon=True)
+    sender.start()
+    while True:
+        sender.join(1.0)
+        if not sender.is_alive():
+            return dict(result, by="answer")
+        if moved():
+            return {"ok": True, "status": 0, "error": None, "seconds": round(time.monotonic() - t0, 3), "by": "progress"}
+
+
+def _canary(base_url, key, timeout):
     t0 = time.monotonic()
     models = http_get(base_url, "/v1/models", timeout, key)
     model = None
@@ -588,6 +607,12 @@ def write_textfile(config, state, decision):
     return path
 
 
+def engine_moved(base, timeout, reader, before):
+    """Have the engine's progress counters moved since ``before`` (a fresh /metrics)? False when it does not answer."""
+    got = http_get(base, "/metrics", timeout)
+    return bool(got["ok"]) and before is not None and _moved(before, observe(got["body"], reader)["counters"])
+
+
 def check(config):
     """One check on the box: sample, judge, (canaries), act, save, log. Returns the exit status (0)."""
     settings = {k: config.get(k) for k in DEFAULTS}
@@ -636,7 +661,9 @@ def check(config):
             new, decision = judge(state, sample, settings)
             if decision["action"] != "canary":
                 break
-        sample["canary"] = canary(base, key, float(settings["canary_timeout"] or 60))
+        before = (sample.get("metrics") or {}).get("counters")
+        sample["canary"] = canary(base, key, float(settings["canary_timeout"] or 60),
+                                  lambda before=before: engine_moved(base, timeout, reader, before))
         sent += 1
         new, decision = judge(state, sample, settings)
     new["settings"] = settings

@@ -220,7 +220,8 @@ def test_check_on_a_box(case, tmp_path, monkeypatch):
                 "/load": '{"server_load": %d}' % case["api_in_flight"]}[path]
         return {"ok": True, "status": 200, "error": None, "body": body, "seconds": 0.01}
 
-    def canary(_base, _key, _timeout):
+    def canary(_base, _key, _timeout, moved=None):
+        assert moved is not None and moved() is False   # a frozen engine: its counters stand still
         seen["at_canary"].append(_textfile_values(str(textfile), names))
         answer = case["canaries"][seen["canaries"]]
         seen["canaries"] += 1
@@ -272,3 +273,25 @@ def test_textfile_is_what_the_alert_rules_read():
         rules = fh.read()
     used = set(re.findall(r"\b(gpuhost_watchdog_[a-z_]+)", rules))
     assert used and used <= written, used - written
+
+
+def test_a_canary_waiting_behind_busy_slots_ends_when_the_engine_moves(monkeypatch):
+    """The canary's wait ends as soon as the engine's counters move (checked once a second): queued behind slots that a
+    healthy engine is busy with, it is not a failure."""
+    release = __import__("threading").Event()
+    monkeypatch.setattr(wd, "_canary", lambda *_a: release.wait(30) and {"ok": True})
+    asked = []
+
+    def moved():
+        asked.append(1)
+        return len(asked) >= 2
+    got = wd.canary("http://127.0.0.1:9", "", 30.0, moved)
+    release.set()
+    assert got["ok"] is True and got["by"] == "progress" and 1.0 <= got["seconds"] < 5.0, got
+    assert len(asked) == 2
+
+
+def test_a_canary_answered_before_any_move_is_an_answer(monkeypatch):
+    monkeypatch.setattr(wd, "_canary", lambda *_a: {"ok": False, "status": 0, "error": "timeout", "seconds": 0.2})
+    got = wd.canary("http://127.0.0.1:9", "", 30.0, lambda: False)
+    assert got == {"ok": False, "status": 0, "error": "timeout", "seconds": 0.2, "by": "answer"}
