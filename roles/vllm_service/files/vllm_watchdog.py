@@ -664,6 +664,8 @@ def check(config):
         before = (sample.get("metrics") or {}).get("counters")
         sample["canary"] = canary(base, key, float(settings["canary_timeout"] or 60),
                                   lambda before=before: engine_moved(base, timeout, reader, before))
+        # judged when its answer came (the verdict's time is the restart's)
+        sample = dict(sample, now=time.monotonic(), wall=time.time())
         sent += 1
         new, decision = judge(state, sample, settings)
     new["settings"] = settings
