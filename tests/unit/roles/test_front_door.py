@@ -444,3 +444,10 @@ def test_preflight(tmp_path, case):
         assert result.returncode == 0, out
     for key in CLIENTS.values():
         assert key not in out
+
+
+def test_the_lab_apt_pool_holds_nginx():
+    with open(os.path.join(ROOT, "scripts", "apt-pool.sh"), encoding="utf-8") as handle:
+        line = next(ln for ln in handle if ln.startswith("PACKAGES=${APT_POOL_PACKAGES:-"))
+    pool = line.split(":-", 1)[1].rstrip("}\n").split()
+    assert set(load("defaults", "main.yml")["front_door_packages"]) <= set(pool)
