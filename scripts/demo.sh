@@ -37,5 +37,12 @@ own; reach the API from inside it):
 Switch profile: set vllm_service_profile (lab | lab_seqs2 | ...) in inventories/demo/group_vars/gpu_servers.yml
 and run 'make demo' again, or on the box:
   podman exec $box sh -c "sed -i 's/^VLLM_PROFILE=.*/VLLM_PROFILE=lab_seqs2/' /etc/default/vllm && systemctl restart vllm"
+Monitoring (docs/monitoring.md): node exporter with the GPU and verification textfiles and Prometheus run in the
+box (127.0.0.1:9100, 127.0.0.1:9090); ask Prometheus with its own promtool:
+  podman exec $box promtool query instant http://127.0.0.1:9090 'up'
+  podman exec $box promtool query instant http://127.0.0.1:9090 'ALERTS'
+  podman exec $box promtool query instant http://127.0.0.1:9090 'gpuhost_verify_aggregate_tokens_per_second'
+  podman exec $box cat /var/lib/prometheus/node-exporter/gpuhost_gpu.prom
+Grafana dashboards to import: roles/fleet_prometheus/files/dashboards/*.json
 Stop it: make demo-down
 EOT
