@@ -401,3 +401,150 @@ def test_speculative_chunks_carry_several_tokens_and_usage_counts_them(double):
     assert sum(len(c["choices"][0]["text"].split()) for c in chunks) == 64
     tokens = int(KV_LINE.search(d.log).group(1).replace(",", ""))
     assert tokens < 262144
+
+
+# ------------------------------------------------------------------ the agent surfaces (issue 34)
+
+AGENT_CAPTURE = json.loads(fixture("agent_surfaces.json"))
+TOOLED = {"served_model_name": "lab-model", "enable_auto_tool_choice": True, "tool_call_parser": "qwen3_coder"}
+
+
+def _sse_objects(payload):
+    """The data objects of an SSE body (named events or not), [DONE] left out."""
+    out = []
+    for block in payload.split("\n\n"):
+        for line in block.splitlines():
+            if line.startswith("data: ") and line[6:] != "[DONE]":
+                out.append(json.loads(line[6:]))
+    return out
+
+
+def _kinds(events):
+    """The event types in order, a run of one type (the deltas: vLLM merges a step's tokens) counted once."""
+    kinds = []
+    for e in events:
+        if not kinds or kinds[-1] != e.get("type"):
+            kinds.append(e.get("type"))
+    return kinds
+
+
+def _agent_request(d, surface, forced, stream=True, extra=None):
+    from ansible_collections.gpuhost.inference.plugins.module_utils import vllm_agent_surfaces as vs
+
+    user = "unique %s %s read a.py" % (surface, forced)
+    if surface == "responses":
+        body = {"model": "lab-model", "instructions": "rules", "store": False, "stream": stream,
+                "input": [{"role": "developer", "content": "d"},
+                          {"role": "user", "content": [{"type": "input_text", "text": user}]}],
+                "tools": vs.responses_tools(), "max_output_tokens": 24,
+                "tool_choice": {"type": "function", "name": "read_file"} if forced else "auto"}
+        path = "/v1/responses"
+    else:
+        body = {"model": "lab-model", "stream": stream, "max_tokens": 24, "tools": vs.messages_tools(),
+                "system": [{"type": "text", "text": "rules", "cache_control": {"type": "ephemeral"}}],
+                "messages": [{"role": "user", "content": [{"type": "text", "text": user}]}]}
+        if forced:
+            body["tool_choice"] = {"type": "tool", "name": "read_file"}
+        path = "/v1/messages?beta=true"
+    body.update(extra or {})
+    return d.request("POST", path, body)
+
+
+@pytest.mark.parametrize("surface, forced, capture", [
+    ("responses", True, "responses_forced_stream"), ("responses", False, "responses_text_stream"),
+    ("messages", True, "messages_forced_stream"), ("messages", False, "messages_text_stream"),
+])
+def test_agent_surface_streams_like_real_vllm(double, surface, forced, capture):
+    """The event sequence of each surface is the real vLLM 0.28.0's, and the probe reads it as it reads the real one."""
+    from ansible_collections.gpuhost.inference.plugins.module_utils import vllm_agent_surfaces as vs
+
+    d = double(settings=TOOLED)
+    resp, payload = _agent_request(d, surface, forced)
+    assert resp.status == 200 and resp.getheader("content-type").startswith("text/event-stream"), payload
+    events = _sse_objects(payload)
+    real = _sse_objects(AGENT_CAPTURE[capture]["body"])
+    assert _kinds(events) == _kinds(real)
+    assert "event: %s\n" % _kinds(events)[0] in payload  # named events, as vLLM sends them
+
+    class Replay:
+        def __init__(self):
+            self.responses = self.beta = self.messages = self
+
+        def create(self, **_kwargs):
+            return iter(events)
+
+    if surface == "responses":
+        rec = vs.responses_turn(Replay(), None, "lab-model", "rules", [], 24, {}, None, 30)
+    else:
+        rec = vs.messages_turn(Replay(), None, "lab-model", [], [], 24, {}, None, 30, [])
+    assert rec["error"] is None and rec["prompt_tokens"] > 0 and rec["completion_tokens"] > 0, rec
+    if forced:
+        assert vs.judge_forced(rec, {"type": "tool", "name": "read_file"}) == (True, "read_file(path)")
+    else:
+        assert rec["text"] and rec["tool_calls"] == []
+
+
+def test_chat_completions_with_tools_like_real_vllm(double):
+    d = double(settings=TOOLED)
+    tools = [{"type": "function", "function": {"name": "read_file", "parameters": {
+        "type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"]}}}]
+    base = {"model": "lab-model", "messages": [{"role": "user", "content": "unique chat hi"}], "tools": tools,
+            "max_tokens": 12, "stream": True, "stream_options": {"include_usage": True}, "parallel_tool_calls": False}
+    resp, payload = d.request("POST", "/v1/chat/completions", dict(base, tool_choice="required"))
+    assert resp.status == 200
+    chunks = sse_events(payload)
+    calls = [c for ch in chunks for choice in ch["choices"] for c in choice["delta"].get("tool_calls") or []]
+    assert [(c["function"]["name"], json.loads(c["function"]["arguments"])) for c in calls] == [("read_file", {"path": "src/a.py"})]
+    assert chunks[-2]["choices"][0]["finish_reason"] == "tool_calls" and chunks[-1]["usage"]["completion_tokens"] > 0
+    resp, payload = d.request("POST", "/v1/chat/completions", base)
+    text = "".join(ch["choices"][0]["delta"].get("content") or "" for ch in sse_events(payload) if ch["choices"])
+    assert resp.status == 200 and text.strip()
+
+
+def test_agent_surfaces_refuse_auto_tools_without_the_parser_with_vllms_text(double):
+    d = double(settings={"served_model_name": "lab-model"})
+    resp, payload = _agent_request(d, "messages", False)
+    assert resp.status == 400
+    assert json.loads(payload) == {"type": "error", "error": {"type": "BadRequestError", "message": (
+        '"auto" tool choice requires --enable-auto-tool-choice and --tool-call-parser to be set')}}
+    resp, payload = _agent_request(d, "responses", False)
+    assert resp.status == 400 and "--enable-auto-tool-choice" in json.loads(payload)["error"]["message"]
+
+
+def test_agent_surface_errors_in_each_apis_shape_like_real_vllm(double):
+    d = double(settings=TOOLED)
+    for surface, capture in (("messages", "messages_unknown_model"), ("responses", "responses_unknown_model")):
+        resp, payload = _agent_request(d, surface, False, extra={"model": "nope"})
+        assert resp.status == 404 and json.loads(payload) == json.loads(AGENT_CAPTURE[capture]["body"])
+    resp, payload = _agent_request(d, "messages", False, extra={"messages": [
+        {"role": "user", "content": "x " * 3000}], "tools": [], "system": None})
+    real = json.loads(AGENT_CAPTURE["messages_over_context"]["body"])
+    assert resp.status == 400 and set(json.loads(payload)) == set(real) == {"type", "error"}
+    assert json.loads(payload)["error"]["message"].startswith("This model's maximum context length is 2048 tokens.")
+
+
+def test_count_tokens_and_bearer_only_like_vllm(double):
+    d = double(settings=dict(TOOLED, api_key="s3cret"))
+    body = {"model": "lab-model", "messages": [{"role": "user", "content": "hello"}]}
+    resp, payload = d.request("POST", "/v1/messages/count_tokens?beta=true", body, {"x-api-key": "s3cret"})
+    assert resp.status == 401, payload  # vLLM 0.28.0 takes only Bearer (vllm-project/vllm#51572)
+    resp, payload = d.request("POST", "/v1/messages/count_tokens?beta=true", body, {"authorization": "Bearer s3cret"})
+    got = json.loads(payload)
+    assert resp.status == 200 and set(got) == set(json.loads(AGENT_CAPTURE["messages_count_tokens"]["body"]))
+    assert got["input_tokens"] > 0 and got["context_management"]["original_input_tokens"] == got["input_tokens"]
+
+
+def test_prefix_cache_counters_count_a_resent_history(double):
+    d = double(settings=TOOLED)
+
+    def counters():
+        text = d.request("GET", "/metrics")[1]
+        parsed = prometheus_text.samples(text)
+        return (prometheus_text.total(parsed, "vllm:prefix_cache_hits_total"),
+                prometheus_text.total(parsed, "vllm:prefix_cache_queries_total"))
+
+    assert counters() == (0.0, 0.0)
+    for _ in range(2):
+        _agent_request(d, "messages", False, extra={"system": "a long agent system prompt " * 40})
+    hits, queries = counters()
+    assert queries > 0 and 0.3 < hits / queries < 0.6, (hits, queries)  # the second request's prefix hit

@@ -15,6 +15,7 @@ server 0 on ..."), then serves /health, /version, /v1/models, /metrics, /v1/comp
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import os
@@ -28,6 +29,7 @@ from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import vllm as _vllm
+from vllm._double import agents
 from vllm._double import config as cfg
 from vllm._double.engine import Engine, Sequence, Speeds
 
@@ -97,6 +99,34 @@ class State:
         # vLLM's --enable-server-load-tracking: the completions the API server holds, read at GET /load
         self.load_tracking = args.enable_server_load_tracking
         self.server_load = 0
+        # The prefix cache's counters (vllm:prefix_cache_queries_total / _hits_total): prompt blocks seen before.
+        self.prefix_blocks: set[str] = set()
+        self.prefix_queries = 0
+        self.prefix_hits = 0
+
+    def prefix_lookup(self, prompt: str) -> int:
+        """Count a prompt against the prefix cache: its leading blocks (64 characters, chained) seen before are
+        hits; returns the hit tokens. Nothing is cached with --no-enable-prefix-caching."""
+        tokens = count_text_tokens(prompt)
+        hits = 0
+        with self.lock:
+            self.prefix_queries += tokens
+            if not self.args.enable_prefix_caching:
+                return 0
+            digest, leading = "", True
+            for start in range(0, len(prompt) - 63, 64):
+                block = prompt[start:start + 64]
+                digest = hashlib.sha256((digest + block).encode()).hexdigest()
+                if leading and digest in self.prefix_blocks:
+                    hits += count_text_tokens(block)
+                else:
+                    leading = False
+                    if len(self.prefix_blocks) > 200000:
+                        self.prefix_blocks.clear()
+                    self.prefix_blocks.add(digest)
+            hits = min(hits, tokens)
+            self.prefix_hits += hits
+        return hits
 
     def observe_ttft(self, seconds: float) -> None:
         with self.lock:
@@ -383,7 +413,10 @@ class Handler(BaseHTTPRequestHandler):
         if not self._authorised():
             return
         path = self.path.split("?", 1)[0]
-        if path != "/v1/completions":
+        routes = {"/v1/completions": self._completions, "/v1/chat/completions": self._agent(agents.chat),
+                  "/v1/responses": self._agent(agents.responses), "/v1/messages": self._agent(agents.messages),
+                  "/v1/messages/count_tokens": self._agent(agents.count_tokens)}
+        if path not in routes:
             self._send(404, {"detail": "Not Found"})
             return
         try:
@@ -393,14 +426,19 @@ class Handler(BaseHTTPRequestHandler):
         except ValueError as exc:
             self._send(400, error_body(f"Invalid JSON: {exc}", "BadRequestError", 400))
             return
+        self._agent_body_model = body.get("model")
         st = self.state
         if st.load_tracking:
             with st.lock:
                 st.server_load += 1
         try:
-            self._completions(body)
+            routes[path](body)
         except RequestError as exc:
-            self._send(exc.status, exc.body)
+            if path.startswith("/v1/messages"):  # vLLM's Anthropic routes translate the error (api_router.py)
+                err = exc.body["error"]
+                self._send(exc.status, {"type": "error", "error": {"type": err["type"], "message": err["message"]}})
+            else:
+                self._send(exc.status, exc.body)
         except (BrokenPipeError, ConnectionResetError):
             pass
         finally:
@@ -442,6 +480,58 @@ class Handler(BaseHTTPRequestHandler):
         finally:
             st.engine.cancel(seq)
         self._completed()
+
+    # ---- the agent surfaces (agents.py): the helpers they share
+
+    def _agent(self, route):
+        def run(body):
+            route(self, body)
+            if route is not agents.count_tokens:
+                self._completed()
+        return run
+
+    def _fail(self, status: int, message: str, param: str | None = None) -> None:
+        kind = {400: "BadRequestError", 404: "NotFoundError"}.get(status, "BadRequestError")
+        raise RequestError(status, error_body(message, kind, status, param))
+
+    def _agent_submit(self, prompt: str, max_tokens, tool) -> Sequence:
+        """Check the model and the length like vLLM, count the prompt against the prefix cache, submit it."""
+        st = self.state
+        model = self._agent_body_model
+        if model is not None and model not in st.args.names:
+            raise RequestError(404, error_body(f"The model `{model}` does not exist.", "NotFoundError", 404, "model"))
+        if max_tokens is not None and (not isinstance(max_tokens, int) or max_tokens < 1):
+            self._fail(400, f"max_tokens must be at least 1, got {max_tokens}.", "max_tokens")
+        tokens = min(count_text_tokens(prompt), st.max_model_len - (max_tokens or 0) + 1)
+        check_length(st, tokens, max_tokens or 0)
+        if max_tokens is None:
+            max_tokens = st.max_model_len - tokens
+        if tool is not None:
+            max_tokens = min(max_tokens, 8)  # a forced call's arguments: a few constrained tokens
+        cached = st.prefix_lookup(prompt)
+        seq = st.engine.submit(Sequence(f"chatcmpl-{uuid.uuid4().hex[:16]}", tokens, max_tokens, seed=prompt[-4096:]))
+        with st.lock:
+            st.prompt_tokens_total += tokens
+        self._agent_turn = agents.Turn(tokens, cached)
+        return seq
+
+    def _sse_start(self) -> None:
+        self.send_response(200)
+        self.send_header("content-type", "text/event-stream; charset=utf-8")
+        self.send_header("transfer-encoding", "chunked")
+        self.end_headers()
+        self._access(200)
+
+    def _sse(self, obj: dict, event: str | None = None) -> None:
+        head = f"event: {event}\n" if event else ""
+        self._chunk(f"{head}data: {json.dumps(obj, separators=(',', ':'))}\n\n")
+
+    def _sse_end(self, done: bool) -> None:
+        if done:
+            self._chunk("data: [DONE]\n\n")
+        self.wfile.write(b"0\r\n\r\n")
+        self.wfile.flush()
+        self.state.success += 1
 
     def _events(self, seq: Sequence):
         while True:
@@ -604,6 +694,12 @@ def metrics_text(state: State) -> str:
     samples += [("_count", base, n), ("_sum", base, total)]
     metric("vllm:time_to_first_token_seconds", "histogram",
            "Histogram of time to first token in seconds.", samples)
+    with state.lock:
+        queries, hits = state.prefix_queries, state.prefix_hits
+    metric("vllm:prefix_cache_queries_total", "counter",
+           "Prefix cache queries, in terms of number of queried tokens.", [("", base, queries)])
+    metric("vllm:prefix_cache_hits_total", "counter",
+           "Prefix cache hits, in terms of number of cached tokens.", [("", base, hits)])
     metric("vllm:cache_config_info", "gauge", "Information of the LLMEngine CacheConfig",
            [("", cache_config_labels(state), 1)])
     # The double's own (not in vLLM): the simulated engine time, for tests that compare schedules
@@ -650,7 +746,8 @@ def serve(state: State) -> None:
     log("INFO", "api_server.py:657", f"Starting vLLM server on http://{host}:{args.port}")
     log("INFO", "launcher.py:51", "Available routes are:")
     for route, methods in (("/version", "GET"), ("/health", "GET"), ("/metrics", "GET"), ("/load", "GET"),
-                           ("/v1/models", "GET"), ("/v1/completions", "POST")):
+                           ("/v1/models", "GET"), ("/v1/completions", "POST"), ("/v1/chat/completions", "POST"),
+                           ("/v1/responses", "POST"), ("/v1/messages", "POST"), ("/v1/messages/count_tokens", "POST")):
         log("INFO", "launcher.py:60", f"Route: {route}, Methods: {methods}")
     raw_log(f"INFO:     Started server process [{_PID}]")
     raw_log("INFO:     Waiting for application startup.")
