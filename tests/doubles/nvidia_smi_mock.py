@@ -185,6 +185,11 @@ _H200 = {
     "ecc_errors": "0",
     "mig_mode": "Disabled",
     "compute_mode": "Default",
+    # clock event reasons, idle as the H200 capture shows them
+    "event_sw_power_cap": "Not Active",
+    "event_hw_slowdown": "Not Active",
+    "event_sw_thermal_slowdown": "Not Active",
+    "event_hw_thermal_slowdown": "Not Active",
     # `topo -m` columns (not captured on the H200 box: assumed)
     "cpu_affinity": "0-15",
     "numa_affinity": "0",
@@ -240,6 +245,11 @@ _RTX3090 = {
     "ecc_errors": "N/A",
     "mig_mode": None,
     "compute_mode": "Default",
+    # clock event reasons, idle as the H200 capture shows them
+    "event_sw_power_cap": "Not Active",
+    "event_hw_slowdown": "Not Active",
+    "event_sw_thermal_slowdown": "Not Active",
+    "event_hw_thermal_slowdown": "Not Active",
     # `topo -m` columns as in the public 2-card PHB capture (tests/fixtures/nvidia-smi/topo/rtx5090x2-phb.txt)
     "cpu_affinity": "0-63",
     "numa_affinity": "0",
@@ -398,6 +408,10 @@ def _g(key):
     return lambda ctx, gpu: gpu.get(key)
 
 
+def _reason(name):
+    return lambda ctx, gpu: gpu.get("event_" + name) or "Not Active"
+
+
 def _mem_free(ctx, gpu):
     return max(0, gpu["memory_total_mib"] - gpu["memory_reserved_mib"] - gpu["memory_used_mib"])
 
@@ -461,6 +475,14 @@ FIELDS = [
     ("clocks.max.sm", (), MHZ, _g("clocks_max_sm")),
     ("clocks.max.memory", ("clocks.max.mem",), MHZ, _g("clocks_max_mem")),
     ("mig.mode.current", (), None, _g("mig_mode")),
+    # Clock event reasons as the real driver prints them ("Active" / "Not Active", the H200 capture's help lists both
+    # names); gpuN.event_<reason>=Active turns one on (the monitoring's thermal alert), unknown_fields hides the new names.
+    ("clocks_event_reasons.sw_power_cap", ("clocks_throttle_reasons.sw_power_cap",), None, _reason("sw_power_cap")),
+    ("clocks_event_reasons.hw_slowdown", ("clocks_throttle_reasons.hw_slowdown",), None, _reason("hw_slowdown")),
+    ("clocks_event_reasons.sw_thermal_slowdown", ("clocks_throttle_reasons.sw_thermal_slowdown",), None,
+     _reason("sw_thermal_slowdown")),
+    ("clocks_event_reasons.hw_thermal_slowdown", ("clocks_throttle_reasons.hw_thermal_slowdown",), None,
+     _reason("hw_thermal_slowdown")),
 ]
 FIELD_INDEX = {}
 for _entry in FIELDS:
