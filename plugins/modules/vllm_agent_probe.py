@@ -11,8 +11,8 @@ short_description: Send a vLLM server what a coding agent sends - chat, Response
 version_added: "1.2.0"
 description:
   - O(surface) picks the API and the agent whose request shape is sent - V(chat) (C(/v1/chat/completions),
-    the OpenAI SDK: Roo Code, Cline, opencode, any OpenAI client), V(responses) (C(/v1/responses), the
-    OpenAI SDK: Codex) or V(messages) (C(/v1/messages?beta=true), the Anthropic SDK: Claude Code). The
+    the OpenAI SDK - Roo Code, Cline, opencode, any OpenAI client), V(responses) (C(/v1/responses), the
+    OpenAI SDK - Codex) or V(messages) (C(/v1/messages?beta=true), the Anthropic SDK - Claude Code). The
     description below is the V(chat) surface; the others send the same sessions in their own words (see
     the notes).
   - Runs O(sessions) coding-agent sessions at once against an OpenAI-compatible server (vLLM), each
@@ -123,9 +123,11 @@ notes:
     field that carried reasoning (vLLM 0.28.0: C(reasoning); Cline and older Roo Code read only C(reasoning_content))."
   - "V(responses) sends Codex's shape: C(instructions), a C(developer) item then C(user) items, function tools,
     C(store: false) (the whole history resent), C(include: [reasoning.encrypted_content]), C(parallel_tool_calls),
-    C(function_call) and C(function_call_output) items fed back. One more request offers Codex's C(apply_patch) as a
-    freeform C(custom) tool; RV(checks.custom_tool.outcome) says what the server did (C(custom_tool_call),
-    C(function_call) or C(no_call) - the latter two the known upstream defect vllm-project/vllm#56418 - or C(error))."
+    C(function_call) and C(function_call_output) items fed back. Two more requests offer Codex's C(apply_patch) as a
+    freeform C(custom) tool and the same without it; RV(checks.custom_tool.outcome) says what the server did -
+    C(custom_tool_call) (what Codex expects), C(function_call) or C(not_in_prompt) (the prompt did not grow with the
+    tool - vLLM 0.28.0; both the known upstream defect vllm-project/vllm#56418, reported, not a problem),
+    C(no_call) or C(error) (the request refused - a problem)."
   - "V(messages) sends Claude Code's shape with the Anthropic SDK's beta client (C(?beta=true), an C(anthropic-beta)
     list, C(metadata)): system blocks with C(cache_control), tools with C(input_schema), C(tool_use) and
     C(tool_result) blocks fed back; it also calls C(/v1/messages/count_tokens) and tries both auth headers
