@@ -110,20 +110,22 @@ TLS_TASKS = [{"name": "TLS", "ansible.builtin.include_role": {"name": "gpuhost.i
              {"name": "No handlers", "ansible.builtin.meta": "end_play"}]
 
 
-@pytest.fixture(scope="module")
-def lab_tls(tmp_path_factory):
-    """The role's tls.yml on localhost: a lab CA and a certificate for localhost, copied into a config dir."""
-    tmp = tmp_path_factory.mktemp("front-door-tls")
+def make_lab_tls(tmp):
+    """The role's tls.yml on localhost, twice (the second changes nothing): a lab CA and a certificate for localhost,
+    copied into a config dir. Also used by benchmarks/front_door_ttft.py --local."""
     (tmp / "conf").mkdir(mode=0o700)   # install.yml makes it on a host
-    result = run_playbook(tmp, TLS_TASKS,
-        {"front_door_lab_ca_dir": str(tmp / "ca"), "front_door_config_dir": str(tmp / "conf"),
-         "front_door_listen_host": "127.0.0.1"})
+    extra = {"front_door_lab_ca_dir": str(tmp / "ca"), "front_door_config_dir": str(tmp / "conf"),
+             "front_door_listen_host": "127.0.0.1"}
+    result = run_playbook(tmp, TLS_TASKS, extra)
     assert result.returncode == 0, result.stdout + result.stderr
-    again = run_playbook(tmp, TLS_TASKS,
-        {"front_door_lab_ca_dir": str(tmp / "ca"), "front_door_config_dir": str(tmp / "conf"),
-         "front_door_listen_host": "127.0.0.1"})
+    again = run_playbook(tmp, TLS_TASKS, extra)
     assert again.returncode == 0 and "changed=0" in again.stdout, again.stdout + again.stderr
     return {"ca": str(tmp / "ca" / "ca.crt"), "conf": str(tmp / "conf")}
+
+
+@pytest.fixture(scope="module")
+def lab_tls(tmp_path_factory):
+    return make_lab_tls(tmp_path_factory.mktemp("front-door-tls"))
 
 
 class Capture(http.server.ThreadingHTTPServer):
