@@ -128,3 +128,11 @@ def test_the_first_play_renders_from_the_list(case):
     }
     assert templar.template(trusted(play["hosts"])) == case["expect"]["hosts"]
     assert host_roles == case["expect"]["roles"]
+
+
+def test_development_md_has_the_checklist():
+    """docs/development.md "Adding a role" names the role list, the prefix preflight and this test."""
+    section = read("docs", "development.md").split("## Adding a role", 1)[1].split("\n## ", 1)[0]
+    for needle in (LIST_FILE, "query('ansible.builtin.varnames', '^<role>_')", "line_errors", "meta/argument_specs.yml",
+                   "test_bad_inputs.py", "gen-role-docs.py", "changelogs/fragments", "test_role_list.py", "_common"):
+        assert needle in section, "docs/development.md 'Adding a role' does not name %s" % needle
