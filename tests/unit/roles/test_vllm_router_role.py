@@ -34,7 +34,7 @@ def load(*parts):
 
 def templar(overrides=None, workers=None, key=""):
     variables = {"ansible_facts": {"os_family": "Debian"}, "ansible_managed": "Ansible managed: do not edit",
-                 "inventory_hostname": "gateway",
+                 "inventory_hostname": "gateway", "role_path": ROLE,
                  "__vllm_router_workers": {"urls": workers or [], "errors": [], "api_keys": [], "api_key_files": [], "no_key": []},
                  "__vllm_router_key": {"key": key, "workers_have_key": bool(key), "errors": []}}
     for key_, value in {**load("defaults", "main.yml"), **load("vars", "main.yml")}.items():
