@@ -57,9 +57,9 @@ def served_name_problems(name, clients):
     problems = []
     if "claude_code" in (clients or []) and "/" in str(name or ""):
         problems.append(
-            "the served model name %r has a '/': Claude Code cannot use it (it takes the part before the '/' for a "
-            "provider prefix; vLLM's Claude Code page says to set a served name). Set vllm_service_served_model_name "
-            "to a name without '/' (for example %r), or leave claude_code out of vllm_verify_agent_clients"
+            "the served model name %r has a '/': Claude Code cannot use it (vLLM's Claude Code page: serve the model "
+            "under a name without '/'). Set vllm_service_served_model_name to a name without '/' (for example %r), "
+            "or leave claude_code out of vllm_verify_agent_clients"
             % (name, str(name).rstrip("/").rsplit("/", 1)[-1] or "coder"))
     return problems
 

@@ -366,18 +366,29 @@ def custom_tool_probe(client, sdk, model, instructions, conf):
             "error": rec["error"], "message": rec["message"]}
 
 
-def auth_probe(sdk, base_url, model, api_key, timeout=30.0):
-    """Which auth header the server takes on /v1/messages/count_tokens: {x-api-key: status, bearer: status,
-    accepted: [...]}; with no key configured the server takes any (both 200)."""
+def auth_probe(base_url, model, api_key, timeout=30.0, opener=None):
+    """Which auth header the server takes on /v1/messages/count_tokens, each sent alone with a plain HTTP request
+    (the Anthropic SDK 2.x sends its api_key as Authorization, so it cannot show what x-api-key gets):
+    {x-api-key: status, bearer: status, accepted: [...], key_configured}. With no key configured the server takes
+    any (both 200)."""
+    import urllib.error  # pylint: disable=import-outside-toplevel
+    import urllib.request  # pylint: disable=import-outside-toplevel
+
+    opener = opener or urllib.request.urlopen
     key = api_key or "EMPTY"
+    body = json.dumps({"model": model, "messages": [{"role": "user", "content": "hello"}]}).encode()
     found = {}
-    for header, kwargs in (("x-api-key", {"api_key": key}), ("bearer", {"auth_token": key})):
-        client = sdk.Anthropic(base_url=base_url, max_retries=0, timeout=timeout, **kwargs)
+    for header, headers in (("x-api-key", {"x-api-key": key}), ("bearer", {"Authorization": "Bearer " + key})):
+        req = urllib.request.Request(base_url.rstrip("/") + "/v1/messages/count_tokens", data=body, method="POST",
+                                     headers=dict(headers, **{"content-type": "application/json",
+                                                              "anthropic-version": "2023-06-01"}))
         try:
-            client.messages.count_tokens(model=model, messages=[{"role": "user", "content": "hello"}])
-            found[header] = 200
-        except Exception as exc:  # pylint: disable=broad-except  # the status is the answer
-            found[header] = getattr(exc, "status_code", None) or type(exc).__name__
+            with opener(req, timeout=timeout) as resp:
+                found[header] = resp.status
+        except urllib.error.HTTPError as exc:
+            found[header] = exc.code
+        except (OSError, ValueError) as exc:
+            found[header] = type(exc).__name__
     found["accepted"] = [h for h in ("x-api-key", "bearer") if found.get(h) == 200]
     found["key_configured"] = bool(api_key)
     return found
@@ -434,7 +445,7 @@ def run_surface(surface, sdk, base_url, model, api_key=None, sessions=4, turns=4
         client = sdk.OpenAI(base_url=base_url.rstrip("/") + "/v1", api_key=api_key or "EMPTY", max_retries=0)
         checks.update(instructions=True, developer_item=True, store=False, include=["reasoning.encrypted_content"])
     else:
-        checks["auth"] = auth_probe(sdk, base_url.rstrip("/"), model, api_key)
+        checks["auth"] = auth_probe(base_url, model, api_key, timeout=min(float(request_timeout), 30.0))
         # Bearer when the server takes it (vLLM 0.28.0 takes only Bearer), else x-api-key.
         if "bearer" in checks["auth"]["accepted"] or "x-api-key" not in checks["auth"]["accepted"]:
             client = sdk.Anthropic(base_url=base_url.rstrip("/"), auth_token=api_key or "EMPTY", max_retries=0)

@@ -165,3 +165,38 @@ def test_forced_choice_in_each_surfaces_words(surface, session, label):
 def test_run_surface_refuses_an_unknown_surface():
     with pytest.raises(ValueError, match="surface must be one of chat, responses, messages"):
         vs.run_surface("completions", FakeSDK, "http://127.0.0.1:8000", "m")
+
+
+@pytest.mark.parametrize("statuses, key, accepted", [
+    ({"x-api-key": 401, "bearer": 200}, "k", ["bearer"]),           # vLLM 0.28.0 with --api-key
+    ({"x-api-key": 200, "bearer": 200}, None, ["x-api-key", "bearer"]),  # no key: any header
+    ({"x-api-key": 401, "bearer": 401}, "wrong", []),
+])
+def test_auth_probe_sends_each_header_alone(statuses, key, accepted):
+    import urllib.error
+
+    sent = []
+
+    def opener(req, timeout):
+        headers = {k.lower(): v for k, v in req.header_items()}
+        kind = "bearer" if "authorization" in headers else "x-api-key"
+        assert ("authorization" in headers) != ("x-api-key" in headers), headers
+        assert req.full_url == "http://box:8000/v1/messages/count_tokens" and timeout == 30.0
+        sent.append(kind)
+        if statuses[kind] != 200:
+            raise urllib.error.HTTPError(req.full_url, statuses[kind], "no", {}, None)
+
+        class Resp:
+            status = 200
+
+            def __enter__(self):
+                return self
+
+            def __exit__(self, *_exc):
+                return False
+        return Resp()
+
+    got = vs.auth_probe("http://box:8000/", "m", key, opener=opener)
+    assert sent == ["x-api-key", "bearer"]
+    assert got == {"x-api-key": statuses["x-api-key"], "bearer": statuses["bearer"], "accepted": accepted,
+                   "key_configured": bool(key)}
