@@ -73,6 +73,10 @@ CASES = [
      ["profile 'lab'", "hf-token", "vllm_service_hf_token"]),
     ("open_api_no_key", {"vllm_service_host": "0.0.0.0", "vllm_service_api_key": ""},
      ["vllm_service_host", "no API key", "vllm_service_allow_open_api"]),
+    # Issue 33.5 (role front_door, a run-stopping preflight: its only case here, as one refusal stops the others): vLLM
+    # beyond loopback with its key but no router in front and no front door.
+    ("bind_without_front_door", {"vllm_service_host": "0.0.0.0"},
+     ["vllm_service_host=0.0.0.0 listens beyond loopback without the front door", "/add_worker", "front_door_trusted_network"]),
     ("service_user_root", {"vllm_service_user": "root"}, ["vllm_service_user must not be root"]),
     ("port_privileged", {"vllm_service_port": 80}, ["port 80 is below 1024", "CAP_NET_BIND_SERVICE"]),
     ("unit_template", {"vllm_service_unit_name": "vllm@.service", "nvidia_power_before_units": ["vllm.service"]},
