@@ -65,10 +65,13 @@ PY
       rm -rf "$tmp"
     done
     echo "$digest" >"$stamp"
+    # The SDKs vLLM 0.28.0 depends on (the double declares them too): the agent level sends with them.
     if [ "${FORCE:-0}" = 1 ] || ! compgen -G "$dest/uv-*.whl" >/dev/null \
-        || ! compgen -G "$dest/[Pp]y[Yy][Aa][Mm][Ll]-*.whl" >/dev/null; then
-      step "download uv and PyYAML -> $dest"
-      "$PYTHON" -m pip download --quiet --only-binary=:all: --dest "$dest" "${target[@]}" "${pip_args[@]}" uv PyYAML
+        || ! compgen -G "$dest/[Pp]y[Yy][Aa][Mm][Ll]-*.whl" >/dev/null || ! compgen -G "$dest/openai-3.63.0-*.whl" >/dev/null \
+        || ! compgen -G "$dest/anthropic-2.17.0-*.whl" >/dev/null; then
+      step "download uv, PyYAML and the openai and anthropic SDKs -> $dest"
+      "$PYTHON" -m pip download --quiet --only-binary=:all: --dest "$dest" "${target[@]}" "${pip_args[@]}" uv PyYAML \
+        openai==3.63.0 anthropic==2.17.0
     fi
     ls -1 "$dest"
     ;;
