@@ -120,10 +120,13 @@ def wait_for(cond, timeout, step=1.0):
     return False
 
 
-def load(base, key, model, streams, tokens, stop, prompt="count: 1 2 3", timeout=600.0):
+def load(base, key, model, streams, tokens, stop, prompt="count: 1 2 3", timeout=600.0, unique=False):
+    """``streams`` clients sending completions until stop; ``unique``: each prompt starts with a number of its own, so
+    that the prefix cache serves none of it (a real prefill every time)."""
     def one():
         while not stop.is_set():
-            http(base + "/v1/completions", {"model": model, "prompt": prompt, "max_tokens": tokens,
+            text = ("%.6f " % time.time() + prompt) if unique else prompt
+            http(base + "/v1/completions", {"model": model, "prompt": text, "max_tokens": tokens,
                                             "ignore_eos": True}, timeout, key)
     threads = [threading.Thread(target=one, daemon=True) for _stream in range(streams)]
     for t in threads:
@@ -271,9 +274,9 @@ def false_alarm(cfg, key, args, kind, wd):
     out_extra = {}
     seqs, ctx = args.max_num_seqs, args.max_model_len
     if kind == "prefill":
-        words, count = fit_prompt(base, key, model, ctx - 8)
+        words, count = fit_prompt(base, key, model, ctx - 32)   # room for the unique number and 8 tokens out
         out_extra["prompt_tokens"] = count
-        load(base, key, model, seqs, 8, stop, prompt=words)
+        load(base, key, model, seqs, 8, stop, prompt=words, unique=True)
     elif kind == "slow-reader":
         streams(base, key, model, seqs, args.tokens, stop, "slow")
     elif kind == "disconnect":
@@ -291,9 +294,9 @@ def false_alarm(cfg, key, args, kind, wd):
             kind_of, got = "answer", wd.canary(base, key, 120.0)
         else:
             status, body = http(base + "/metrics")
-            before = wd.observe(body, reader)["counters"] if status == 200 else None
+            counters = wd.observe(body, reader)["counters"] if status == 200 else None
             kind_of, got = "alive", wd.canary(base, key, 120.0,
-                                              lambda b=before: wd.engine_moved(base, 10.0, reader, b))
+                                              lambda c=counters: wd.engine_moved(base, 10.0, reader, c))
         times, failed = got_by[kind_of]
         (times if got["ok"] else failed).append(got["seconds"] if got["ok"] else got["error"])
         hung_seen = hung_seen or bool(state(cfg).get("hung"))
@@ -375,9 +378,9 @@ def main(argv=None):
             res = false_alarm(cfg, key, args, kind, wd)
             out["false_alarms"].append(res)
             if not args.json:
-                print("false alarm %s: %s s, restarts %s, hung seen %s, canaries answered %s, alive %s" % (
-                    kind, res["seconds"], res["restarts_made"], res["hung_seen"], res["canaries"], res["alive"]),
-                      flush=True)
+                print("false alarm %s: %s s, restarts %s, hung seen %s, canaries answered %s, alive %s%s" % (
+                    kind, res["seconds"], res["restarts_made"], res["hung_seen"], res["canaries"], res["alive"],
+                    ", prompt tokens %s" % res["prompt_tokens"] if "prompt_tokens" in res else ""), flush=True)
         for pattern in [p for p in args.patterns.split(",") if p]:
             for i in range(args.trials):
                 res = trial(cfg, key, args, pattern)

@@ -1,14 +1,14 @@
 #!/usr/bin/env bash
 # The watchdog on the real server of a converged box (make demo, or the e2e box): time from a frozen engine
-# (SIGSTOP of VLLM::EngineCore) to serving again over a few trials, and the check's own CPU time and memory.
-#   benchmarks/watchdog_recovery.sh BOX [--trials N] [--stall-seconds S] [--streams N] [--idle] [--cost-runs N] [--json]
-# Converge with a short period first for figures that do not wait minutes, e.g.
-#   ansible-playbook -i inventories/demo site.yml -e vllm_service_watchdog_period=5 -e vllm_service_watchdog_stall_seconds=30
+# (SIGSTOP of VLLM::EngineCore) to serving again for issue 32's four patterns, the loads that must not restart it,
+# and the check's own CPU time and memory.
+#   benchmarks/watchdog_recovery.sh BOX [--patterns retrying,long,idle,reader] [--false-alarms prefill,...]
+#                                       [--trials N] [--set KEY=VALUE] [--cost-runs N] [--json]
 # (benchmarks/watchdog_recovery.py runs inside the box; it restores the box's watchdog config at the end).
 set -euo pipefail
 # shellcheck source=scripts/lab-env.sh
 . "$(dirname "$0")/../scripts/lab-env.sh"
-box=${1:?usage: watchdog_recovery.sh BOX [--trials N] [--stall-seconds S] [--streams N] [--cost-runs N] [--json]}
+box=${1:?usage: watchdog_recovery.sh BOX [--patterns P,...] [--false-alarms K,...] [--trials N] [--set KEY=VALUE] [--cost-runs N] [--json]}
 shift
 dir=/var/tmp/gpuhost-bench-watchdog
 podman exec "$box" mkdir -p "$dir"
