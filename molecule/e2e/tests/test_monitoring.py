@@ -98,9 +98,14 @@ def _panels():
                 yield os.path.basename(path), panel, target["expr"]
 
 
-def _concrete(expr):
-    """A panel's query as Grafana sends it for the box lab-e2e over a 2-minute rate window."""
-    return (expr.replace("$__rate_interval", "2m").replace("${box}", "lab-e2e").replace("$box", "lab-e2e"))
+def _box(host):
+    """The box's inventory name (molecule's instance, the target label `box`)."""
+    return host.backend.get_hostname()
+
+
+def _concrete(expr, box):
+    """A panel's query as Grafana sends it for the box over a 2-minute rate window."""
+    return expr.replace("$__rate_interval", "2m").replace("${box}", box).replace("$box", box)
 
 
 def _hung(host):
@@ -121,23 +126,25 @@ def test_every_target_is_up(host):
 
     assert _wait(all_up, 90), json.dumps(_get(host, "/api/v1/targets")["data"]["activeTargets"], indent=1)[-3000:]
     vllm = _query(host, 'up{job="vllm"}')
-    assert [r["metric"].get("box") for r in vllm] == ["lab-e2e"] and vllm[0]["metric"].get("profile") == "lab", vllm
+    assert [r["metric"].get("box") for r in vllm] == [_box(host)] and vllm[0]["metric"].get("profile") == "lab", vllm
 
 
 def test_the_verification_is_queryable(host):
+    box = _box(host)
     report = json.loads(host.check_output("cat /var/lib/vllm/verify/reports/latest.json"))
-    passed = _query(host, 'gpuhost_verify_passed{box="lab-e2e"}')
+    passed = _query(host, 'gpuhost_verify_passed{box="%s"}' % box)
     assert [float(r["value"][1]) for r in passed] == [1.0 if report["passed"] else 0.0], passed
-    kv = _query(host, 'gpuhost_verify_kv_cache_tokens{box="lab-e2e"}')
+    kv = _query(host, 'gpuhost_verify_kv_cache_tokens{box="%s"}' % box)
     assert [float(r["value"][1]) for r in kv] == [float(report["startup_report"]["kv_cache_tokens"])], kv
-    levels = _query(host, 'gpuhost_verify_aggregate_tokens_per_second{box="lab-e2e", sampling="greedy"}')
+    levels = _query(host, 'gpuhost_verify_aggregate_tokens_per_second{box="%s", sampling="greedy"}' % box)
     assert sorted(int(r["metric"]["concurrency"]) for r in levels) == sorted(lv["concurrency"] for lv in report["levels"])
-    assert _query(host, 'gpuhost_verify_ttft_p95_seconds{box="lab-e2e"} > 0'), "no TTFT baseline for the latency alert"
-    info = _query(host, 'gpuhost_verify_info{box="lab-e2e"}')
+    assert _query(host, 'gpuhost_verify_ttft_p95_seconds{box="%s"} > 0' % box), "no TTFT baseline for the latency alert"
+    info = _query(host, 'gpuhost_verify_info{box="%s"}' % box)
     assert info and info[0]["metric"]["verified_profile"] == report["profile"], info
 
 
 def test_every_dashboard_query_returns_data(host):
+    box = _box(host)
     sent = int(host.check_output("python3 -c %s 30" % shlex.quote(TRAFFIC)))
     time.sleep(20)  # two scrapes of the requests' counters after the last one
     spec = bool(_query(host, "vllm:spec_decode_num_drafts_total"))
@@ -147,10 +154,10 @@ def test_every_dashboard_query_returns_data(host):
         desc = panel.get("description", "")
         if ("Speculative profiles only" in desc and not spec) or ("Routers only" in desc and not routers):
             # no data is the right answer here; asked anyway, it must not be an error
-            _query(host, _concrete(expr))
+            _query(host, _concrete(expr, box))
             continue
         checked += 1
-        if not _query(host, _concrete(expr)):
+        if not _query(host, _concrete(expr, box)):
             empty.append("%s / %s: %s" % (board, panel["title"], expr))
     print("\n%d completions sent; %d panel queries return data (speculative profile: %s, routers: %s)"
           % (sent, checked - len(empty), spec, routers))
