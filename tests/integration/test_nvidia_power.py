@@ -87,6 +87,17 @@ def test_unit_properties(host):
     assert props["UnitFileState"] == "enabled", msg
 
 
+def test_unit_hardening_fits_a_root_nvidia_smi(host):
+    # The shared fragment (roles/_common/templates/hardening.conf.j2), only what a root oneshot driving nvidia-smi
+    # tolerates: the cap still ran (test below), with no limit on devices, capabilities or the file system.
+    out = host.check_output("systemctl show %s --property=ProtectHome,PrivateTmp,RestrictNamespaces,LockPersonality,"
+                            "ProtectSystem,DevicePolicy,NoNewPrivileges" % UNIT)
+    props = dict(line.split("=", 1) for line in out.splitlines() if "=" in line)
+    assert {k: props[k] for k in ("ProtectHome", "PrivateTmp", "RestrictNamespaces", "LockPersonality")} == \
+        {"ProtectHome": "yes", "PrivateTmp": "yes", "RestrictNamespaces": "yes", "LockPersonality": "yes"}, props
+    assert (props["ProtectSystem"], props["DevicePolicy"], props["NoNewPrivileges"]) == ("no", "auto", "no"), props
+
+
 def test_unit_ran_and_stayed_active(host):
     props = unit_properties(host)
     msg = "%r\n%s" % (props, journal(host))
