@@ -124,14 +124,14 @@ notes:
   - "V(responses) sends Codex's shape: C(instructions), a C(developer) item then C(user) items, function tools,
     C(store: false) (the whole history resent), C(include: [reasoning.encrypted_content]), C(parallel_tool_calls),
     C(function_call) and C(function_call_output) items fed back. Two more requests offer Codex's C(apply_patch) as a
-    freeform C(custom) tool and the same without it; RV(checks.custom_tool.outcome) says what the server did -
+    freeform C(custom) tool and the same without it; C(checks.custom_tool.outcome) (RV(checks)) says what the server did -
     C(custom_tool_call) (what Codex expects), C(function_call) or C(not_in_prompt) (the prompt did not grow with the
     tool - vLLM 0.28.0; both the known upstream defect vllm-project/vllm#56418, reported, not a problem),
     C(no_call) or C(error) (the request refused - a problem)."
   - "V(messages) sends Claude Code's shape with the Anthropic SDK's beta client (C(?beta=true), an C(anthropic-beta)
     list, C(metadata)): system blocks with C(cache_control), tools with C(input_schema), C(tool_use) and
     C(tool_result) blocks fed back; it also calls C(/v1/messages/count_tokens) and tries both auth headers
-    (C(x-api-key) and C(Authorization: Bearer)) - RV(checks.auth) says which the server takes (vLLM 0.28.0: Bearer
+    (C(x-api-key) and C(Authorization: Bearer)) - C(checks.auth) (RV(checks)) says which the server takes (vLLM 0.28.0: Bearer
     only, vllm-project/vllm#51572); the sessions use one it takes."
   - "Error keys are the HTTP status as a string (V(400), V(503)), V(timeout), V(connection), V(incomplete)
     (the stream ended without its usage chunk) and V(stream_error). A session stops at its first failed turn."

@@ -56,8 +56,8 @@ def function_tools(tools, style: str) -> list[dict]:
 
 def forced_tool(tool_choice, tools: list[dict]):
     """The tool a tool_choice forces ({name, parameters}), or None for auto/none/absent."""
-    if not tools or tool_choice in (None, "auto", "none") or (isinstance(tool_choice, dict)
-                                                                and tool_choice.get("type") in ("auto", "none")):
+    off = isinstance(tool_choice, dict) and tool_choice.get("type") in ("auto", "none")
+    if not tools or tool_choice in (None, "auto", "none") or off:
         return None
     if isinstance(tool_choice, dict):
         name = tool_choice.get("name") or (tool_choice.get("function") or {}).get("name")
@@ -278,8 +278,8 @@ def messages(handler, body: dict) -> None:
         handler._fail(400, "messages and max_tokens: Field required", "messages")
     tools = function_tools(body.get("tools"), "messages")
     choice = body.get("tool_choice") or ({"type": "auto"} if tools else None)
-    if tools and choice.get("type") == "auto" and not (st.args.raw.get("enable_auto_tool_choice") and
-                                                      st.args.raw.get("tool_call_parser")):
+    parser = st.args.raw.get("enable_auto_tool_choice") and st.args.raw.get("tool_call_parser")
+    if tools and choice.get("type") == "auto" and not parser:
         handler._fail(400, AUTO_TOOL_ERROR)
     tool = forced_tool(choice, tools)
     seq = handler._agent_submit(_messages_prompt(body), body["max_tokens"], tool)
