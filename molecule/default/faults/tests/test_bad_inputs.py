@@ -39,6 +39,10 @@ CASES = [
     ("bad_installer", {"vllm_install_installer": "conda"}, ["vllm_install_installer", "uv, pip"]),
     ("api_key_file_missing", {"vllm_service_api_key_file": "/nonexistent/vllm-api-key"}, ["vllm_service_api_key_file"]),
     ("verify_concurrency_zero", {"vllm_verify_concurrency": [0, 2]}, ["vllm_verify_concurrency"]),
+    # The monitoring on the box (role node_metrics): the collector's interval, a flag written into node exporter's ARGS.
+    ("metrics_interval_too_short", {"node_metrics_interval": 2}, ["node_metrics_interval", "5-300"]),
+    ("metrics_extra_arg_bad", {"node_metrics_extra_args": ["--web.config.file=/tmp/x y"]},
+     ["node_metrics_extra_args", "--flag or --flag=value"]),
     # Values written into unit files and the launcher (the unit_value_errors filter; its unit tests,
     # tests/unit/plugins/filter/test_gpuhost_checks.py, check that these messages hold these strings).
     ("path_percent_specifier", {"vllm_service_venv": "/opt/vllm/%i/venv"},
