@@ -66,7 +66,7 @@ def cmd_collector(args):
         argv = [sys.executable, "-I", os.path.join(work, "gpuhost_gpu_metrics.py"), "collect", "--config", config, "--stdout"]
         walls, text = [], ""
         before = resource.getrusage(resource.RUSAGE_CHILDREN)
-        for _ in range(args.runs):
+        for _run in range(args.runs):
             started = time.monotonic()
             proc = subprocess.run(argv, capture_output=True, text=True, check=False)
             walls.append(time.monotonic() - started)

@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 import shlex
 import time
-import urllib.parse
 
 testinfra_hosts = ["lab-tp2"]
 
