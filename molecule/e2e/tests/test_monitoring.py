@@ -2,9 +2,9 @@
 Prometheus 2.42 of fleet_prometheus scrapes the real vLLM, node exporter with the GPU collector's textfile (mocked
 nvidia-smi, a test double), the verification's textfile and the watchdog's. Every target up; the verification's figures
 queryable; every panel of every dashboard returns data (a few completions first, so the rates have something to
-divide); then the engine frozen while a request waits: the hung alert (the watchdog's one definition of hung,
-gpuhost_watchdog_hung) is firing in /api/v1/alerts before the watchdog's restart and resolves after it. Extra time:
-about 30 s of traffic, one freeze and one restart (the unserved rule's 30 s, two canaries, the restart, vLLM's start)."""
+divide); and a recorder of /api/v1/alerts started for tests/test_watchdog_alert.py, which proves on test_watchdog.py's
+freeze that the hung alert (the watchdog's one definition of hung, gpuhost_watchdog_hung) is firing before the
+watchdog's restart and resolves after it. Extra time: about 30 s of traffic and 20 s for two scrapes."""
 from __future__ import annotations
 
 import glob
@@ -18,7 +18,6 @@ PROM = "http://127.0.0.1:9090"
 STATE = "/var/lib/vllm-watchdog/state.json"
 DASHBOARDS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..", "roles", "fleet_prometheus",
                           "files", "dashboards")
-STARTUP_BUDGET_S = 300  # vLLM imports, loads the tiny model and warms up in 60-120 s on this CPU box
 
 # Runs in the box: GET a Prometheus API path -> its JSON (the box has no curl of its own to rely on).
 GET = r"""
@@ -39,35 +38,31 @@ while time.time() < end:
 print(n)
 """
 
-# Runs in the box: SIGSTOP every VLLM::EngineCore process (read from /proc, not pkill -f) -> {pids, at}.
-FREEZE = r"""
-import json, os, signal, time
-pids = []
-for p in os.listdir('/proc'):
-    try:
-        if p.isdigit() and open('/proc/%s/cmdline' % p, 'rb').read().startswith(b'VLLM::EngineCore'):
-            os.kill(int(p), signal.SIGSTOP)
-            pids.append(int(p))
-    except OSError:
-        pass
-print(json.dumps({'pids': pids, 'at': time.time()}))
-"""
-
-# Runs in the box (a transient unit): a client that waits for one completion, retrying, until answered -> the time.
-WAITER = r"""
+# Runs in the box (a transient unit, until stopped; at most 30 minutes): every 2 s one JSON line - the time, the firing
+# VllmEngineHung alerts' labels and the watchdog's restart count and last verdict.
+RECORDER = r"""
 import json, sys, time, urllib.request
-end = time.time() + float(sys.argv[1])
+prom, state_file, out = sys.argv[1], sys.argv[2], sys.argv[3]
+end = time.time() + 1800
 while time.time() < end:
-    req = urllib.request.Request('http://127.0.0.1:8000/v1/completions', json.dumps({'model': 'tiny-qwen3',
-          'prompt': 'def fib(n):', 'max_tokens': 4}).encode(), {'Content-Type': 'application/json'})
+    rec = {'t': time.time(), 'hung': None, 'restarts': None, 'verdict_at': None}
     try:
-        if urllib.request.urlopen(req, timeout=60).status == 200:
-            json.dump({'answered_at': time.time()}, open('/run/e2e-monitoring-waiter.json', 'w'))
-            break
+        alerts = json.loads(urllib.request.urlopen(prom + '/api/v1/alerts', timeout=5).read())['data']['alerts']
+        rec['hung'] = [a['labels'] for a in alerts if a['labels'].get('alertname') == 'VllmEngineHung' and a['state'] == 'firing']
+    except Exception as exc:
+        rec['error'] = str(exc)
+    try:
+        st = json.load(open(state_file))
+        rec['restarts'] = st.get('restarts_total', 0)
+        rec['verdict_at'] = (st.get('last_verdict') or {}).get('at')
     except Exception:
-        time.sleep(2)
+        pass
+    with open(out, 'a') as fh:
+        fh.write(json.dumps(rec) + '\n')
+    time.sleep(2)
 """
-
+RECORDER_UNIT = "e2e-monitoring-alerts"
+RECORD = "/run/e2e-monitoring-alerts.jsonl"
 
 def _get(host, path):
     return json.loads(host.check_output("python3 -c %s %s" % (shlex.quote(GET), shlex.quote(PROM + path))))
@@ -75,6 +70,21 @@ def _get(host, path):
 
 def _query(host, expr):
     return _get(host, "/api/v1/query?" + urllib.parse.urlencode({"query": expr}))["data"]["result"]
+
+
+def _queries(host, exprs):
+    """Each expression's result, asked in one round trip into the box: {expr: result or {"error": ...}}."""
+    code = ("import json, sys, urllib.parse, urllib.request\n"
+            "out = {}\n"
+            "for e in json.loads(sys.argv[1]):\n"
+            "    try:\n"
+            "        url = sys.argv[2] + '/api/v1/query?' + urllib.parse.urlencode({'query': e})\n"
+            "        out[e] = json.loads(urllib.request.urlopen(url, timeout=30).read())['data']['result']\n"
+            "    except Exception as exc:\n"
+            "        out[e] = {'error': str(exc)}\n"
+            "print(json.dumps(out))\n")
+    return json.loads(host.check_output("python3 -c %s %s %s" % (shlex.quote(code), shlex.quote(json.dumps(exprs)),
+                                                                  shlex.quote(PROM))))
 
 
 def _wait(cond, timeout, step=2.0):
@@ -113,11 +123,6 @@ def _hung(host):
             if a["labels"].get("alertname") == "VllmEngineHung" and a["state"] == "firing"]
 
 
-def _state(host):
-    out = host.run("cat %s" % STATE)
-    return json.loads(out.stdout) if out.rc == 0 else {}
-
-
 def test_every_target_is_up(host):
     def all_up():
         targets = _get(host, "/api/v1/targets")["data"]["activeTargets"]
@@ -149,15 +154,17 @@ def test_every_dashboard_query_returns_data(host):
     time.sleep(20)  # two scrapes of the requests' counters after the last one
     spec = bool(_query(host, "vllm:spec_decode_num_drafts_total"))
     routers = bool(_query(host, 'up{job="vllm_router"}'))
+    panels = list(_panels())
+    results = _queries(host, sorted({_concrete(expr, box) for _b, _p, expr in panels}))
+    errors = ["%s: %s" % (e, r["error"]) for e, r in results.items() if isinstance(r, dict)]
+    assert errors == [], "panel queries Prometheus refused:\n" + "\n".join(errors)
     empty, checked = [], 0
-    for board, panel, expr in _panels():
+    for board, panel, expr in panels:
         desc = panel.get("description", "")
         if ("Speculative profiles only" in desc and not spec) or ("Routers only" in desc and not routers):
-            # no data is the right answer here; asked anyway, it must not be an error
-            _query(host, _concrete(expr, box))
-            continue
+            continue  # no data is the right answer here (asked anyway above: not an error)
         checked += 1
-        if not _query(host, _concrete(expr, box)):
+        if not results[_concrete(expr, box)]:
             empty.append("%s / %s: %s" % (board, panel["title"], expr))
     print("\n%d completions sent; %d panel queries return data (speculative profile: %s, routers: %s)"
           % (sent, checked - len(empty), spec, routers))
@@ -165,34 +172,13 @@ def test_every_dashboard_query_returns_data(host):
     assert empty == [], "panel queries without data:\n" + "\n".join(empty)
 
 
-def test_the_hung_alert_fires_before_the_watchdogs_restart_and_resolves_after(host):
-    assert _wait(lambda: _state(host).get("phase") == "watching", STARTUP_BUDGET_S), _state(host)
-    assert not _hung(host)
-    before = _state(host).get("restarts_total", 0)
-    cfg = json.loads(host.check_output("cat /etc/vllm/watchdog.json"))
-    budget = (cfg["unserved_seconds"] + 3 * cfg["period"] + cfg["canary_failures"] * (cfg["canary_timeout"] + 15)
-              + STARTUP_BUDGET_S)
-    frozen = json.loads(host.check_output("python3 -c %s" % shlex.quote(FREEZE)))
-    assert frozen["pids"], frozen
-    host.run("rm -f /run/e2e-monitoring-waiter.json")
-    host.check_output("systemd-run --quiet --collect --unit=e2e-monitoring-waiter -- python3 -c %s %d"
-                      % (shlex.quote(WAITER), budget))
-    fired_at = restarted_at = None
-    try:
-        end = time.monotonic() + budget
-        while time.monotonic() < end and restarted_at is None:
-            if fired_at is None and _hung(host):
-                fired_at = time.time()
-            if _state(host).get("restarts_total", 0) > before:
-                restarted_at = (_state(host).get("last_verdict") or {}).get("at") or time.time()
-            time.sleep(1)
-    finally:
-        host.run("kill -CONT %s" % " ".join(map(str, frozen["pids"])))  # if nothing restarted it, do not leave it frozen
-    resolved = _wait(lambda: not _hung(host), STARTUP_BUDGET_S, 3.0)
-    answered = _wait(lambda: host.run("test -s /run/e2e-monitoring-waiter.json").rc == 0, STARTUP_BUDGET_S, 3.0)
-    print("\nfreeze -> hung alert firing %.1f s, -> watchdog restart %.1f s; resolved after the restart: %s"
-          % ((fired_at or 0) - frozen["at"], (restarted_at or 0) - frozen["at"], resolved))
-    assert fired_at is not None, "VllmEngineHung never fired: %s" % _state(host)
-    assert restarted_at is not None, "the watchdog did not restart the frozen engine: %s" % _state(host)
-    assert fired_at < restarted_at, (fired_at, restarted_at)
-    assert resolved and answered, _get(host, "/api/v1/alerts")
+def test_the_alert_recorder_runs(host):
+    """The hung alert's proof rides on tests/test_watchdog.py's freeze (one freeze and one restart in CI, not two):
+    from here on a transient unit records every 2 s the firing VllmEngineHung alerts and the watchdog's restart count;
+    tests/test_watchdog_alert.py (after test_watchdog.py) judges the record and stops the recorder."""
+    assert not _hung(host), _get(host, "/api/v1/alerts")
+    host.run("systemctl stop %s" % RECORDER_UNIT)
+    host.run("rm -f %s" % RECORD)
+    host.check_output("systemd-run --quiet --collect --unit=%s -- python3 -c %s %s %s %s"
+                      % (RECORDER_UNIT, shlex.quote(RECORDER), PROM, STATE, RECORD))
+    assert _wait(lambda: host.run("test -s %s" % RECORD).rc == 0, 30), host.run("journalctl -u %s -n 20" % RECORDER_UNIT).stdout

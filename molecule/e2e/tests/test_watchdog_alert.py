@@ -1,0 +1,33 @@
+"""The hung alert on the real vLLM 0.28.0 CPU build (issue 31.6, issue 32.3: one definition of hung): while
+tests/test_watchdog.py froze the engine and its watchdog restarted it, the recorder that tests/test_monitoring.py
+started read Prometheus's /api/v1/alerts every 2 s. Here, after test_watchdog.py (file order): VllmEngineHung was
+firing before the watchdog's restart (its verdict's time) and no longer after the restarted engine served. No freeze
+of its own: it costs the record's reading only."""
+from __future__ import annotations
+
+import json
+
+RECORDER_UNIT = "e2e-monitoring-alerts"
+RECORD = "/run/e2e-monitoring-alerts.jsonl"
+
+
+def test_the_hung_alert_fired_before_the_watchdogs_restart_and_resolved_after(host):
+    host.run("systemctl stop %s" % RECORDER_UNIT)
+    lines = host.run("cat %s" % RECORD).stdout.splitlines()
+    records = [json.loads(line) for line in lines if line.strip()]
+    assert records, "no record: tests/test_monitoring.py starts the recorder (%s)" % RECORDER_UNIT
+    first = records[0]["restarts"] or 0
+    restarted = next((r for r in records if (r["restarts"] or 0) > first), None)
+    assert restarted, ("no watchdog restart while the recorder ran (%d records, restarts %s): tests/test_watchdog.py's "
+                       "freeze is the one this proof reads" % (len(records), first))
+    restart_at = restarted["verdict_at"] or restarted["t"]
+    fired = [r for r in records if r["hung"] and r["t"] < restart_at]
+    after = [r for r in records if r["t"] > restart_at]
+    resolved = next((r for r in after if r["hung"] == []), None)
+    print("\nhung alert firing from %s s before the restart; resolved %s s after it" % (
+        round(restart_at - fired[0]["t"], 1) if fired else None,
+        round(resolved["t"] - restart_at, 1) if resolved else None))
+    assert fired, "VllmEngineHung was not firing before the restart at %s: %s" % (
+        restart_at, [r for r in records if r["t"] > restart_at - 120][:60])
+    assert fired[0]["hung"][0].get("box") and fired[0]["hung"][0].get("unit") == "vllm.service", fired[0]
+    assert resolved, "VllmEngineHung still firing after the restart: %s" % after[-5:]
