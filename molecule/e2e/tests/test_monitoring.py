@@ -64,6 +64,7 @@ while time.time() < end:
 RECORDER_UNIT = "e2e-monitoring-alerts"
 RECORD = "/run/e2e-monitoring-alerts.jsonl"
 
+
 def _get(host, path):
     return json.loads(host.check_output("python3 -c %s %s" % (shlex.quote(GET), shlex.quote(PROM + path))))
 
@@ -83,8 +84,8 @@ def _queries(host, exprs):
             "    except Exception as exc:\n"
             "        out[e] = {'error': str(exc)}\n"
             "print(json.dumps(out))\n")
-    return json.loads(host.check_output("python3 -c %s %s %s" % (shlex.quote(code), shlex.quote(json.dumps(exprs)),
-                                                                  shlex.quote(PROM))))
+    command = "python3 -c %s %s %s" % (shlex.quote(code), shlex.quote(json.dumps(exprs)), shlex.quote(PROM))
+    return json.loads(host.check_output(command))
 
 
 def _wait(cond, timeout, step=2.0):
