@@ -24,7 +24,7 @@ no client of its own, then ask once a second. Per trial: seconds from the freeze
 hung (the state file's hung_since), to the verdict, to serving again, and the restart's own cost (verdict -> serving).
 
 False alarms (``--false-alarms``, each ``--load-seconds`` long, zero restarts expected): ``prefill`` (prompts at the
-profile's largest context, max_num_seqs of them at once), ``slow-reader`` (streams read one chunk every 2 s), 
+profile's largest context, max_num_seqs of them at once), ``slow-reader`` (streams read one chunk every 2 s),
 ``disconnect`` (streams dropped after 1 s, over and over), ``top`` (twice max_num_seqs long completions at once).
 During each, the watchdog's own canary is sent every 2 s: the slowest healthy canary is printed (the canary timeout
 is chosen from it).
@@ -304,6 +304,7 @@ def false_alarm(cfg, key, args, kind, wd):
     stop.set()
     time.sleep(2.0)
     st = state(cfg)
+
     def figures(pair):
         times, failed = pair
         return {"n": len(times), "max_s": max(times) if times else None,

@@ -374,7 +374,12 @@ def auth_probe(base_url, model, api_key, timeout=30.0, opener=None):
     import urllib.error  # pylint: disable=import-outside-toplevel
     import urllib.request  # pylint: disable=import-outside-toplevel
 
-    opener = opener or urllib.request.urlopen
+    if opener is None:
+        from ansible.module_utils.urls import open_url  # pylint: disable=import-outside-toplevel
+
+        def opener(req, timeout):
+            return open_url(req.full_url, data=req.data, headers=dict(req.header_items()), method=req.get_method(),
+                            timeout=timeout, validate_certs=True)
     key = api_key or "EMPTY"
     body = json.dumps({"model": model, "messages": [{"role": "user", "content": "hello"}]}).encode()
     found = {}
@@ -384,10 +389,10 @@ def auth_probe(base_url, model, api_key, timeout=30.0, opener=None):
                                                               "anthropic-version": "2023-06-01"}))
         try:
             with opener(req, timeout=timeout) as resp:
-                found[header] = resp.status
+                found[header] = getattr(resp, "status", None) or resp.getcode()
         except urllib.error.HTTPError as exc:
             found[header] = exc.code
-        except (OSError, ValueError) as exc:
+        except Exception as exc:  # pylint: disable=broad-except  # open_url's ConnectionError, OSError: reported
             found[header] = type(exc).__name__
     found["accepted"] = [h for h in ("x-api-key", "bearer") if found.get(h) == 200]
     found["key_configured"] = bool(api_key)

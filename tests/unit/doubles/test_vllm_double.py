@@ -544,7 +544,7 @@ def test_prefix_cache_counters_count_a_resent_history(double):
                 prometheus_text.total(parsed, "vllm:prefix_cache_queries_total"))
 
     assert counters() == (0.0, 0.0)
-    for _ in range(2):
+    for _turn in range(2):
         _agent_request(d, "messages", False, extra={"system": "a long agent system prompt " * 40})
     hits, queries = counters()
     assert queries > 0 and 0.3 < hits / queries < 0.6, (hits, queries)  # the second request's prefix hit

@@ -96,7 +96,7 @@ def _includes(tasks):
 @pytest.mark.parametrize("caller", CALLERS, ids=[c["role"] + "/" + c["file"] for c in CALLERS])
 def test_callers_pass_exactly_the_entry_points_options(caller):
     found = list(_includes(load("roles", caller["role"], caller["file"])))
-    assert [entry for entry, _, _ in found] == caller["entry_points"]
+    assert [found_entry[0] for found_entry in found] == caller["entry_points"]
     for entry, variables, tags in found:
         assert set(variables) == set(SPECS[entry].get("options") or {}), entry
         if tags is not None:

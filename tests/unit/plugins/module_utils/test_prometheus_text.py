@@ -73,9 +73,9 @@ def test_questions_over_the_captures(case, backend, monkeypatch):
 def test_both_parsers_agree_on_every_capture():
     """Where prometheus_client is importable (the vLLM venv), its parser and the stdlib reader give the same samples."""
     pytest.importorskip("prometheus_client")
-    files = ["vllm-0.28.0/metrics.txt"] + ["vllm-0.28.0/watchdog/" + f for f in
-                                            sorted(os.listdir(os.path.join(FIXTURES, "vllm-0.28.0", "watchdog")))
-                                            if f.endswith(".txt")]
+    watchdog_dir = os.path.join(FIXTURES, "vllm-0.28.0", "watchdog")
+    files = ["vllm-0.28.0/metrics.txt"] + ["vllm-0.28.0/watchdog/" + f for f in sorted(os.listdir(watchdog_dir))
+                                           if f.endswith(".txt")]
     for name in files:
         text = _text({"file": name})
         client = sorted((s.name, sorted(s.labels.items()), s.value) for s in pt.samples(text, use_client=True))
