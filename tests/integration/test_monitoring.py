@@ -2,7 +2,7 @@
 its own `monitoring` host (fleet_prometheus_gpu_group: monitoring): node exporter and the GPU collector's timer run
 hardened, the textfile holds the configured cap beside the enforced limits, Prometheus scrapes both targets, and a
 card whose enforced limit differs from the configured cap (someone ran `nvidia-smi -pl 300` by hand) fires
-GpuPowerCapNotApplied; the cap unit is run again afterwards. Extra time: about 2.5 minutes (the alert's `for: 2m`)."""
+GpuPowerCapNotApplied; the cap unit is run again afterwards. Extra time: about 1.5 minutes (the alert's `for: 1m`)."""
 from __future__ import annotations
 
 import json
