@@ -30,8 +30,9 @@ TRAFFIC = r"""
 import json, sys, time, urllib.request
 end = time.time() + float(sys.argv[1])
 n = 0
+model = json.load(urllib.request.urlopen('http://127.0.0.1:8000/v1/models', timeout=30))['data'][0]['id']
 while time.time() < end:
-    req = urllib.request.Request('http://127.0.0.1:8000/v1/completions', json.dumps({'model': 'tiny-qwen3',
+    req = urllib.request.Request('http://127.0.0.1:8000/v1/completions', json.dumps({'model': model,
           'prompt': 'monitoring %d: def add(a, b):' % n, 'max_tokens': 16}).encode(), {'Content-Type': 'application/json'})
     urllib.request.urlopen(req, timeout=120).read()
     n += 1
