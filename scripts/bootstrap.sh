@@ -44,7 +44,7 @@ prom=$CACHE_DIR/prometheus
 if [ ! -x "$prom/usr/bin/promtool" ]; then
   step "promtool from Debian's prometheus package (apt-get download + dpkg -x into $prom)"
   tmp=$(mktemp -d)
-  (cd "$tmp" && apt-get download -qq prometheus)
+  (cd "$tmp" && { apt-get download -qq prometheus 2>/dev/null || { apt-get update -qq && apt-get download -qq prometheus; }; })
   rm -rf "$prom" && mkdir -p "$prom" && dpkg -x "$tmp"/prometheus_*.deb "$prom"
   rm -rf "$tmp"
 fi
