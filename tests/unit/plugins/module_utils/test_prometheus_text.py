@@ -1,7 +1,8 @@
 """Unit tests of the collection's one reader of Prometheus text (plugins/module_utils/prometheus_text.py), of its
 Jinja filters (plugins/filter/prometheus_text.py), and of the rule that no other file reads metric lines with a
 regular expression. Data-driven: tests/unit/data/prometheus_text_cases.yaml, over the real vLLM 0.28.0 captures of
-tests/fixtures/vllm-0.28.0/ (metrics.txt and the watchdog's snapshots)."""
+tests/fixtures/vllm-0.28.0/ (metrics.txt and the watchdog's snapshots). Its Jinja filters: tests/unit/plugins/filter/
+test_prometheus_text.py (module_utils tests run without ansible.errors)."""
 from __future__ import annotations
 
 import math
@@ -10,15 +11,11 @@ import re
 
 import pytest
 
-from ansible.errors import AnsibleFilterError
-
-from ansible_collections.gpuhost.inference.plugins.filter import prometheus_text as pt_filter
 from ansible_collections.gpuhost.inference.plugins.module_utils import prometheus_text as pt
 from ansible_collections.gpuhost.inference.tests.unit.paths import FIXTURES, ROOT, case_ids, load_cases
 
 PARSE = load_cases("prometheus_text_cases.yaml", "parse")
 QUERY = load_cases("prometheus_text_cases.yaml", "query")
-FILTERS = load_cases("prometheus_text_cases.yaml", "filters")
 GUARD = load_cases("prometheus_text_cases.yaml", "guard")
 
 
@@ -87,17 +84,6 @@ def test_text_the_client_refuses_is_read_by_the_stdlib_reader():
     pytest.importorskip("prometheus_client")
     text = "m 1\nthis is not exposition text\nn 2\n"
     assert [s.name for s in pt.samples(text)] == ["m", "n"]
-
-
-@pytest.mark.parametrize("case", FILTERS, ids=case_ids(FILTERS))
-def test_filters(case):
-    filters = pt_filter.FilterModule().filters()
-    text = case["input"] if "input" in case else _text(case)
-    if "error" in case:
-        with pytest.raises(AnsibleFilterError, match=re.escape(case["error"])):
-            filters[case["filter"]](text, *case["args"])
-        return
-    assert filters[case["filter"]](text, *case["args"]) == case["expect"]
 
 
 # -- no regex over metric lines outside the reader --------------------------------------------------------------
