@@ -136,3 +136,34 @@ def test_development_md_has_the_checklist():
     for needle in (LIST_FILE, "query('ansible.builtin.varnames', '^<role>_')", "line_errors", "meta/argument_specs.yml",
                    "test_bad_inputs.py", "gen-role-docs.py", "changelogs/fragments", "test_role_list.py", "_common"):
         assert needle in section, "docs/development.md 'Adding a role' does not name %s" % needle
+
+
+_WORDS = {1: "one", 2: "two", 3: "three", 4: "four", 5: "five", 6: "six", 7: "seven", 8: "eight", 9: "nine"}
+
+
+@pytest.mark.parametrize("where, pattern", [
+    (("playbooks", "site.yml"), r"\b(\w+) plays:"),
+    (("docs", "fleet.md"), r"`site\.yml` has (\w+) plays"),
+    (("docs", "CONTRACTS.md"), r"^- (\w+) plays\. Play 1"),
+])
+def test_the_docs_count_the_plays_of_site_yml(where, pattern):
+    """The plays described in prose are the plays there are (the router's play went undescribed once, issue 30)."""
+    found = re.search(pattern, read(*where), re.MULTILINE | re.IGNORECASE)
+    assert found, "%s no longer says how many plays site.yml has (%s)" % ("/".join(where), pattern)
+    assert found.group(1).lower() == _WORDS[len(site_plays())], "%s says %s plays; playbooks/site.yml has %d" % (
+        "/".join(where), found.group(1), len(site_plays()))
+
+
+def test_site_yml_header_describes_every_play():
+    """The header of playbooks/site.yml has a `Play N` paragraph for each of its plays."""
+    header = read("playbooks", "site.yml").split("\n- name:")[0]
+    for number in range(1, len(site_plays()) + 1):
+        assert re.search(r"^# Play %d\b" % number, header, re.MULTILINE), "site.yml's header does not describe play %d" % number
+
+
+def test_fleet_md_numbers_every_play():
+    """docs/fleet.md lists the plays as a numbered list, one item a play."""
+    text = read("docs", "fleet.md")
+    block = text.split("plays:", 1)[1].split("\n\n", 2)[1]
+    items = re.findall(r"^(\d+)\. ", block, re.MULTILINE)
+    assert [int(i) for i in items] == list(range(1, len(site_plays()) + 1)), items
