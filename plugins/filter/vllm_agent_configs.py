@@ -94,7 +94,7 @@ def _codex(c):
     provider = c["provider_id"]
     lines = [
         "# Codex CLI (~/.codex/config.toml, or CODEX_HOME=<dir> with this file in it) for %s." % c["label"],
-        "# Written by gpuhost.inference.vllm_verify: profile %s, context %d tokens." % (c["profile"], c["context"]),
+        "# Written by gpuhost.inference.%s: profile %s, context %d tokens." % (c["writer"], c["profile"], c["context"]),
         "model = %s" % _toml_str(c["model"]),
         "model_provider = %s" % _toml_str(provider),
         "model_context_window = %d" % c["context"],
@@ -107,6 +107,8 @@ def _codex(c):
     ]
     if c["key_configured"]:
         lines.append("env_key = %s" % _toml_str(c["api_key_env"]))
+    if c["ca_file"]:
+        lines[2:2] = ["# The server's certificate is signed by a CA of its own: run codex with SSL_CERT_FILE=%s" % c["ca_file"]]
     lines += ["", "[analytics]", "enabled = false", ""]
     return "\n".join(lines)
 
@@ -134,12 +136,16 @@ def _opencode(c):
 def _openai(c):
     lines = [
         "# Any OpenAI client (the openai SDK, Aider, Continue, Roo Code, Cline): source this file.",
-        "# Written by gpuhost.inference.vllm_verify for %s: profile %s, context %d tokens; ask for at most"
-        % (c["label"], c["profile"], c["context"]),
+        "# Written by gpuhost.inference.%s for %s: profile %s, context %d tokens; ask for at most"
+        % (c["writer"], c["label"], c["profile"], c["context"]),
         "# %d output tokens beside the prompt." % c["output_tokens"],
         "export OPENAI_BASE_URL=%s" % c["base_url"] + "/v1",
         "export OPENAI_MODEL=%s" % c["model"],
     ]
+    if c["ca_file"]:
+        # The server's own CA: Python's httpx/requests and Rust clients read SSL_CERT_FILE, Node ones NODE_EXTRA_CA_CERTS.
+        lines += ["export SSL_CERT_FILE=%s" % c["ca_file"], "export REQUESTS_CA_BUNDLE=%s" % c["ca_file"],
+                  "export NODE_EXTRA_CA_CERTS=%s" % c["ca_file"]]
     if c["key_configured"]:
         lines.append("export OPENAI_API_KEY=\"${%s:?set %s to the server's API key}\"" % (c["api_key_env"], c["api_key_env"]))
     else:
@@ -154,6 +160,9 @@ def _claude_code_env(c):
         "# Claude Code sends from ANTHROPIC_AUTH_TOKEN; ANTHROPIC_API_KEY would send x-api-key and get 401.",
         "unset ANTHROPIC_API_KEY",
     ]
+    if c["ca_file"]:
+        # Node reads it at start only: the settings file's env comes too late for it.
+        lines.append("export NODE_EXTRA_CA_CERTS=%s" % c["ca_file"])
     if c["key_configured"]:
         lines.append("export ANTHROPIC_AUTH_TOKEN=\"${%s:?set %s to the server's API key}\"" % (c["api_key_env"], c["api_key_env"]))
     return "\n".join(lines) + "\n"
@@ -195,6 +204,8 @@ def vllm_verify_agent_configs(inputs):
         "api_key_env": env_name, "key_configured": bool(inputs.get("key_configured")),
         "profile": str(inputs.get("profile") or "?"),
         "provider_id": "gpuhost-" + re.sub(r"[^A-Za-z0-9_-]", "-", label),
+        "ca_file": str(inputs.get("ca_file") or ""),
+        "writer": str(inputs.get("writer") or "vllm_verify"),
     }
     clients = [c for c in AGENT_CLIENTS if c in (inputs.get("clients") or [])]
     files, warnings, skipped = [], [], {}
@@ -217,6 +228,85 @@ def vllm_verify_agent_configs(inputs):
             "api_key_env": env_name if conf["key_configured"] else None}
 
 
+def _get(hv, key, default):
+    try:
+        value = hv[key]
+    except (KeyError, TypeError):
+        return default
+    return default if value is None else value
+
+
+def _merged(base, over):
+    out = dict(base) if isinstance(base, dict) else {}
+    for key, value in (over.items() if isinstance(over, dict) else ()):
+        if isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = _merged(out[key], value)
+        elif value is None:
+            out.pop(key, None)
+        else:
+            out[key] = value
+    return out
+
+
+def _settings_len(settings):
+    for key in ("max_model_len", "max-model-len"):
+        if key in settings:
+            return settings[key]
+    return None
+
+
+def endpoint_workers(names, hostvars, service_defaults=None):
+    """What an endpoint in front of vLLM boxes (the router, the front door) serves, read from each box's host vars
+    the way vllm_router finds its workers (vllm_service's defaults where a host leaves a variable unset):
+    {model, max_model_len (the SMALLEST of the boxes'), profile, workers: [{host, model, profile, max_model_len}],
+    errors}. A box whose active profile sets no integer max_model_len, or boxes serving different names, are errors
+    naming the host and the variable."""
+    defaults = service_defaults if isinstance(service_defaults, dict) else {}
+    hostvars = hostvars if hostvars is not None else {}
+    workers, errors = [], []
+    for name in list(names or []):
+        try:
+            hv = hostvars[name]
+        except KeyError:
+            hv = {}
+
+        def get(key, hv=hv):
+            return _get(hv, key, defaults.get(key))
+
+        model = str(get("vllm_service_served_model_name") or get("vllm_service_model") or "")
+        profile = str(get("vllm_service_profile_override") or get("vllm_service_profile") or "default")
+        profiles = _merged(get("vllm_service_profiles") or {}, get("vllm_service_extra_profiles") or {})
+        if profile not in profiles:
+            errors.append("worker %s: vllm_service_profile %r is not one of vllm_service_profiles (%s)"
+                          % (name, profile, ", ".join(sorted(profiles)) or "none"))
+            continue
+        settings = _merged(get("vllm_service_settings") or {}, (profiles[profile] or {}).get("settings") or {})
+        length = _settings_len(settings)
+        try:
+            length = int(length)
+        except (TypeError, ValueError):
+            length = None
+        if not model:
+            errors.append("worker %s: vllm_service_model and vllm_service_served_model_name are empty" % name)
+            continue
+        if length is None or length <= 0:
+            errors.append("worker %s: the profile %r sets no max_model_len (an integer) in vllm_service_profiles or "
+                          "vllm_service_settings, so the agents' context window is unknown" % (name, profile))
+            continue
+        workers.append({"host": name, "model": model, "profile": profile, "max_model_len": length})
+    if not workers and not errors:
+        errors.append("no worker: the endpoint's worker group has no hosts in this inventory")
+    models = sorted({w["model"] for w in workers})
+    if len(models) > 1:
+        errors.append("the workers serve different model names (%s): an agent sends one name; set one "
+                      "vllm_service_served_model_name for the group"
+                      % ", ".join("%s: %s" % (w["host"], w["model"]) for w in workers))
+    smallest = min(workers, key=lambda w: w["max_model_len"]) if workers else None
+    return {"model": models[0] if models else "", "max_model_len": smallest["max_model_len"] if smallest else 0,
+            "profile": ", ".join(sorted({"%s" % w["profile"] for w in workers})),
+            "workers": workers, "errors": errors}
+
+
 def vllm_verify_served_name_problems(name, clients):
     """Filter form of served_name_problems."""
     return served_name_problems(name, clients)
@@ -230,4 +320,5 @@ class FilterModule:
             "vllm_verify_agent_configs": vllm_verify_agent_configs,
             "vllm_verify_served_name_problems": vllm_verify_served_name_problems,
             "vllm_verify_agent_output_cap": output_cap,
+            "vllm_endpoint_workers": endpoint_workers,
         }

@@ -132,3 +132,42 @@ def test_bad_input_is_named(bad, message):
     with pytest.raises(AnsibleFilterError) as err:
         ac.vllm_verify_agent_configs(dict(BASE, **bad))
     assert message in str(err.value)
+
+
+# vllm_service's defaults as the endpoint roles read them (roles/vllm_service/defaults/main.yml).
+def _service_defaults():
+    import os
+    import yaml
+    path = os.path.join(os.path.dirname(ac.__file__), "..", "..", "roles", "vllm_service", "defaults", "main.yml")
+    with open(path, encoding="utf-8") as handle:
+        return yaml.safe_load(handle)
+
+
+@pytest.mark.parametrize("case", CASES["endpoint_workers"], ids=case_ids(CASES["endpoint_workers"]))
+def test_endpoint_workers(case):
+    got = ac.endpoint_workers(case["names"], case["hostvars"], _service_defaults())
+    want = case["want"]
+    assert len(got["errors"]) == want["errors"], got["errors"]
+    if "contains" in want:
+        assert want["contains"] in got["errors"][0]
+    for key in ("model", "max_model_len", "profile"):
+        if key in want:
+            assert got[key] == want[key]
+
+
+@pytest.mark.parametrize("case", CASES["ca_file"], ids=case_ids(CASES["ca_file"]))
+def test_endpoint_ca_file(case):
+    inputs = dict(BASE, label="door1", base_url="https://door1.lan:443", ca_file="/home/u/ca.crt", writer="front_door")
+    _out, files = _files(inputs)
+    assert case["line"] in files[case["file"]].splitlines()
+    _plain, plain_files = _files(BASE)
+    assert "/home/u/ca.crt" not in plain_files[case["file"]]
+
+
+def test_endpoint_files_name_their_writer_and_keep_the_https_url():
+    inputs = dict(BASE, label="door1", base_url="https://door1.lan:8443", ca_file="/home/u/ca.crt", writer="front_door")
+    out, files = _files(inputs)
+    assert out["base_url"] == "https://door1.lan:8443"
+    assert "Written by gpuhost.inference.front_door" in files["codex.config.toml"]
+    assert tomllib is None or tomllib.loads(files["codex.config.toml"])["model_providers"]["gpuhost-door1"][
+        "base_url"] == "https://door1.lan:8443/v1"
