@@ -141,7 +141,7 @@ def test_secret_and_flags_tasks():
 def test_main_only_orchestrates():
     main = tasks("main.yml")
     assert [t.get("ansible.builtin.import_tasks") or t.get("ansible.builtin.meta") for t in main] == \
-        ["preflight.yml", "install.yml", "configure.yml", "flush_handlers", "service.yml"]
+        ["preflight.yml", "install.yml", "configure.yml", "flush_handlers", "service.yml", "agent_configs.yml"]
 
 
 def test_policy_default_is_a_policy_of_the_router():
