@@ -44,5 +44,12 @@ box (127.0.0.1:9100, 127.0.0.1:9090); ask Prometheus with its own promtool:
   podman exec $box promtool query instant http://127.0.0.1:9090 'gpuhost_verify_aggregate_tokens_per_second'
   podman exec $box cat /var/lib/prometheus/node-exporter/gpuhost_gpu.prom
 Grafana dashboards to import: roles/fleet_prometheus/files/dashboards/*.json
+Coding agents (docs/agents.md): configs sized to the served profile, written by the verification, in
+  reports/$box/agents/ (Claude Code settings.json and env, Codex config.toml, opencode.json, openai.env). An
+  agent's first request is 12k-35k tokens: serve the 32k profile first (bash scripts/demo.sh -e
+  vllm_service_profile=lab_agents). The box has no network of its own: run the agent here in its network
+  namespace (the files name 127.0.0.1:8000), e.g.
+  (set -a; . reports/$box/agents/claude-code.env; VLLM_API_KEY=none; \
+   nsenter -t "\$(podman inspect -f '{{.State.Pid}}' $box)" -n $GPUHOST_CACHE/agents/node_modules/.bin/claude -p 'hello' --settings reports/$box/agents/claude-code.settings.json)
 Stop it: make demo-down
 EOT
