@@ -334,27 +334,35 @@ def run_agent(openai, base_url, model, api_key=None, sessions=4, turns=4, max_to
             "top_p": top_p, "seed": int(seed), "tool_turn": int(tool_turn) - 1, "request_timeout": request_timeout,
             "run_id": run_id}
     client = openai.OpenAI(base_url=base_url.rstrip("/") + "/v1", api_key=api_key or "EMPTY", max_retries=0)
+    return run_sessions(lambda idx, out: _session(client, openai, idx, conf, system, out), sessions, get_text,
+                        plan, conf)
 
-    def counters():
-        if get_text is None:
-            return None
-        try:
-            status, text = get_text("/metrics")
-        except Exception:  # pylint: disable=broad-except  # no hit rate, said in the result
-            return None
-        return prefix_cache_counters(text) if status == 200 else None
 
-    before = counters()
+def read_prefix_cache_counters(get_text):
+    """The prefix-cache counters from the server's /metrics through ``get_text`` (None without one, or when
+    /metrics does not answer 200: no hit rate, said in the result)."""
+    if get_text is None:
+        return None
+    try:
+        status, text = get_text("/metrics")
+    except Exception:  # pylint: disable=broad-except  # no hit rate, said in the result
+        return None
+    return prefix_cache_counters(text) if status == 200 else None
+
+
+def run_sessions(session, sessions, get_text, plan, conf):
+    """``sessions`` agent sessions at once (``session(idx, out)`` fills ``out[idx]``), the prefix-cache counters
+    read before and after; summarize_agent's figures. One runner for every surface."""
+    before = read_prefix_cache_counters(get_text)
     out = {}
     t0 = time.perf_counter()
-    threads = [threading.Thread(target=_session, args=(client, openai, i, conf, system, out), daemon=True)
-               for i in range(int(sessions))]
+    threads = [threading.Thread(target=session, args=(i, out), daemon=True) for i in range(int(sessions))]
     for th in threads:
         th.start()
     for th in threads:
         th.join()
     wall = time.perf_counter() - t0
-    after = counters()
+    after = read_prefix_cache_counters(get_text)
     return summarize_agent(out, plan, before, after, wall, conf)
 
 

@@ -21,7 +21,6 @@ the history resent every turn) and returns vllm_agent.summarize_agent's figures 
 from __future__ import annotations
 
 import json
-import threading
 import time
 
 from ansible_collections.gpuhost.inference.plugins.module_utils import vllm_agent as va
@@ -461,27 +460,8 @@ def run_surface(surface, sdk, base_url, model, api_key=None, sessions=4, turns=4
         checks.update(beta_query=True, system_cache_control=True)
         checks["count_tokens"] = count_tokens_probe(client, model, system, conf)
 
-    def counters():
-        if get_text is None:
-            return None
-        try:
-            status, text = get_text("/metrics")
-        except Exception:  # pylint: disable=broad-except  # no hit rate, said in the result
-            return None
-        return va.prefix_cache_counters(text) if status == 200 else None
-
-    before = counters()
-    out = {}
-    t0 = time.perf_counter()
-    threads = [threading.Thread(target=_session, args=(surface, client, sdk, i, conf, system, out), daemon=True)
-               for i in range(int(sessions))]
-    for th in threads:
-        th.start()
-    for th in threads:
-        th.join()
-    wall = time.perf_counter() - t0
-    after = counters()
-    result = va.summarize_agent(out, plan, before, after, wall, conf)
+    result = va.run_sessions(lambda idx, out: _session(surface, client, sdk, idx, conf, system, out), sessions,
+                             get_text, plan, conf)
     if surface == "responses":
         checks["custom_tool"] = custom_tool_probe(client, sdk, model, system, conf)
     result.update(surface=surface, sdk=SDK[surface], checks=checks,
