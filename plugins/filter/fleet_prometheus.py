@@ -21,6 +21,7 @@ from collections.abc import Mapping
 from ansible.errors import AnsibleFilterError
 
 from ansible_collections.gpuhost.inference.plugins.module_utils.gpuhost_values import as_int as _int
+from ansible_collections.gpuhost.inference.plugins.module_utils.gpuhost_values import host_var_getter
 from ansible_collections.gpuhost.inference.plugins.module_utils.gpuhost_values import is_loopback as _is_loopback
 
 _HOST = re.compile(r"^(\[[0-9A-Fa-f:.]+\]|[0-9A-Fa-f:.]+|[A-Za-z0-9]([A-Za-z0-9.-]*[A-Za-z0-9])?)$")
@@ -34,23 +35,6 @@ JOBS = {
 
 def _show(value):
     return repr(value) if not isinstance(value, str) else '"%s"' % value
-
-
-def _get(hostvars, name):
-    try:
-        hv = hostvars[name]
-    except KeyError:
-        hv = {}
-    hv = hv if isinstance(hv, Mapping) else {}
-
-    def get(key, default):
-        try:
-            value = hv[key]
-        except KeyError:
-            return default
-        return default if value is None else value
-
-    return get
 
 
 def _is_wildcard(host):
@@ -100,7 +84,7 @@ def fleet_prometheus_targets(groups, hostvars, monitoring_host, gpu_group="gpu_s
     for job, names in members.items():
         host_var, port_var = JOBS[job]
         for name in names:
-            get = _get(hostvars, name)
+            get = host_var_getter(hostvars, name)
             host = get(host_var, defaults.get(host_var, "127.0.0.1"))
             port = _int(get(port_var, defaults.get(port_var)), None)
             if port is None or not 1 <= port <= 65535:

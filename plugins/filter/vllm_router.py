@@ -18,6 +18,7 @@ from ansible_collections.gpuhost.inference.plugins.filter.gpuhost_checks import 
 from ansible_collections.gpuhost.inference.plugins.module_utils.gpuhost_values import (
     as_int as _int,
     check as _typed,
+    host_var_getter,
     is_loopback as _is_loopback,
 )
 
@@ -251,29 +252,9 @@ def vllm_router_var_errors(values):
     return errors
 
 
-def _host_vars(hostvars, name):
-    """get(key, default) over one host's variables: the default when the variable is unset (Ansible's hostvars
-    raise KeyError) or null."""
-    try:
-        hv = hostvars[name]
-    except KeyError:
-        hv = {}
-    if not isinstance(hv, Mapping):
-        hv = {}
-
-    def get(key, default):
-        try:
-            value = hv[key]
-        except KeyError:
-            return default
-        return default if value is None else value
-
-    return get
-
-
 def _worker(hostvars, name, default_host, default_port):
     """The worker's bind (vllm_service_host, vllm_service_port) and inventory address (ansible_host)."""
-    get = _host_vars(hostvars, name)
+    get = host_var_getter(hostvars, name)
     return {"name": name, "host": get("vllm_service_host", default_host), "port": get("vllm_service_port", default_port),
             "address": get("ansible_host", name), "api_key": _text(get("vllm_service_api_key", "")),
             "api_key_file": _text(get("vllm_service_api_key_file", ""))}
@@ -364,7 +345,7 @@ def vllm_router_drain_targets(box, routers, hostvars, groups, default_router_hos
     groups = groups if isinstance(groups, Mapping) else {}
     out = []
     for router in routers:
-        get = _host_vars(hostvars, router)
+        get = host_var_getter(hostvars, router)
         if get("vllm_router_worker_urls", []):
             continue
         group = _text(get("vllm_router_worker_group", "gpu_servers"))

@@ -187,3 +187,23 @@ def is_loopback(host):
         return ipaddress.ip_address(text).is_loopback
     except ValueError:
         return False
+
+
+def host_var_getter(hostvars, name):
+    """get(key, default) over one host's variables: the default when the variable is unset (Ansible's hostvars
+    raise KeyError) or null."""
+    try:
+        hv = hostvars[name]
+    except KeyError:
+        hv = {}
+    if not isinstance(hv, Mapping):
+        hv = {}
+
+    def get(key, default):
+        try:
+            value = hv[key]
+        except KeyError:
+            return default
+        return default if value is None else value
+
+    return get
