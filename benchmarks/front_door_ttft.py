@@ -123,7 +123,7 @@ def local(args):
     with tempfile.TemporaryDirectory(prefix="front-door-bench-") as tmp:
         tmp_path = pathlib.Path(tmp)
         factory = Factory(tmp)
-        nginx_bin = fd._nginx_binary(factory)  # pylint: disable=protected-access
+        nginx_bin = fd._nginx_binary(factory.mktemp("nginx-deb"))  # pylint: disable=protected-access
         tls = fd.make_lab_tls(factory.mktemp("tls"))
         double = Double(tmp_path, settings={"api_key": fd.UPSTREAM_KEY, "served_model_name": "lab-model"})
         try:

@@ -7,6 +7,7 @@ bind and variable checks are run by ansible-playbook on localhost (cases in the 
 from __future__ import annotations
 
 import base64
+import fcntl
 import glob
 import http.client
 import http.server
@@ -68,7 +69,7 @@ def free_port():
 
 # ------------------------------------------------------------------ nginx, the Debian package
 
-def _nginx_binary(tmp_path_factory):
+def _nginx_binary(folder):
     for path in (shutil.which("nginx"), "/usr/sbin/nginx"):
         if path and os.access(path, os.X_OK):
             return path
@@ -76,14 +77,31 @@ def _nginx_binary(tmp_path_factory):
     debs = sorted(glob.glob(os.path.join(pool, "nginx_*.deb")))
     if not debs or not shutil.which("dpkg-deb"):
         pytest.skip("no nginx: neither installed nor in the lab's apt pool (scripts/apt-pool.sh puts it there)")
-    root = tmp_path_factory.mktemp("nginx-deb")
-    subprocess.run(["dpkg-deb", "-x", debs[-1], str(root)], check=True)
-    return str(root / "usr" / "sbin" / "nginx")
+    subprocess.run(["dpkg-deb", "-x", debs[-1], str(folder)], check=True)
+    return str(folder / "usr" / "sbin" / "nginx")
+
+
+def once_per_run(tmp_path_factory, name, make):
+    """`make(folder)` once per test run, its result kept as JSON beside the folder. ansible-test runs each test in a
+    fork of its own (its ansible_forked plugin), so a module-scoped fixture would run once per test: made under the
+    run's shared base folder instead (xdist gives each worker a folder under it), behind a lock for the workers."""
+    base = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        base = base.parent
+    folder = base / name
+    with open(base / (name + ".lock"), "a+", encoding="utf-8") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        done = base / (name + ".json")
+        if not done.exists():
+            shutil.rmtree(folder, ignore_errors=True)
+            folder.mkdir()
+            done.write_text(json.dumps(make(folder)), encoding="utf-8")
+        return json.loads(done.read_text(encoding="utf-8"))
 
 
 @pytest.fixture(scope="module")
 def nginx_bin(tmp_path_factory):
-    return _nginx_binary(tmp_path_factory)
+    return once_per_run(tmp_path_factory, "front-door-nginx", _nginx_binary)
 
 
 def run_playbook(tmp_path, tasks, extra_vars, check=False):
@@ -125,7 +143,7 @@ def make_lab_tls(tmp):
 
 @pytest.fixture(scope="module")
 def lab_tls(tmp_path_factory):
-    return make_lab_tls(tmp_path_factory.mktemp("front-door-tls"))
+    return once_per_run(tmp_path_factory, "front-door-tls", make_lab_tls)
 
 
 class Capture(http.server.ThreadingHTTPServer):
