@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The stages of `make test`, each timed: `scripts/test.sh all` or a list of stage names
-# (bootstrap image apt-pool wheelhouse model lint sanity unit build molecule molecule-default molecule-e2e).
-# `molecule` runs both scenarios at once on the 2 cores: e2e (the real vLLM, mostly one core) beside
-# default (the test double, fault cases included); each one's log goes to
+# (bootstrap image apt-pool wheelhouse model molecule-start lint sanity unit build molecule molecule-default
+# molecule-e2e). `all` starts both scenarios at once, before the checks: e2e (the real vLLM, mostly one core)
+# beside default (the test double, fault cases included); each one's log goes to
 # reports/logs/molecule-<scenario>.log and is printed when it ends, then a summary; at the very end each
 # failure is named once (the brief list).
 set -uo pipefail
@@ -12,7 +12,7 @@ cd "$REPO_ROOT" || exit 1
 stages=("$@")
 [ ${#stages[@]} -gt 0 ] || stages=(all)
 if [ "${stages[0]}" = all ]; then
-  stages=(bootstrap image apt-pool wheelhouse model e2e-start lint sanity unit build molecule)
+  stages=(bootstrap image apt-pool wheelhouse model molecule-start lint sanity unit build molecule)
 fi
 declare -a report=()
 # One scenario, its output in a log file; prints the log and a one-line result when it ends.
@@ -42,35 +42,40 @@ scenario_summary() {
       ' "$log")"
   done <reports/logs/molecule-results.txt
 }
-# e2e (the real vLLM, the long pole) starts as soon as its inputs exist and runs beside lint, sanity,
-# the unit tests, the build check and the default scenario; its result is waited for at the end.
-e2e_pid=
-e2e_start() {
+# Both scenarios start as soon as their inputs exist, e2e (the real vLLM, the long pole) first, and run beside
+# lint, sanity, the unit tests and the build check (which need neither); their results are waited for at the end.
+declare -A bg_pid=()
+molecule_start() {
+  local s
   mkdir -p reports/logs
   : >reports/logs/molecule-results.txt
-  step "molecule e2e in the background (log reports/logs/molecule-e2e.log); the other stages beside it"
-  scenario e2e >/dev/null &
-  e2e_pid=$!
+  for s in e2e default; do
+    step "molecule $s in the background (log reports/logs/molecule-$s.log); the other stages beside it"
+    scenario "$s" >/dev/null &
+    bg_pid[$s]=$!
+  done
 }
-e2e_wait() {
-  local rc=0
-  [ -n "$e2e_pid" ] || return 0
-  step "waiting for molecule e2e"
-  wait "$e2e_pid" || rc=1
-  e2e_pid=
-  step "molecule e2e: $([ $rc -eq 0 ] && echo ok || echo FAILED) (its log: reports/logs/molecule-e2e.log)"
-  cat reports/logs/molecule-e2e.log
-  return $rc
-}
-molecule_parallel() {
-  local rc=0
-  [ -n "$e2e_pid" ] || e2e_start
-  scenario default || rc=1
-  e2e_wait || rc=1
+molecule_wait() {
+  local rc=0 s r
+  [ ${#bg_pid[@]} -gt 0 ] || return 0
+  for s in default e2e; do
+    [ -n "${bg_pid[$s]:-}" ] || continue
+    step "waiting for molecule $s"
+    r=0
+    wait "${bg_pid[$s]}" || r=1
+    unset "bg_pid[$s]"
+    step "molecule $s: $([ $r -eq 0 ] && echo ok || echo FAILED) (its log: reports/logs/molecule-$s.log)"
+    cat "reports/logs/molecule-$s.log"
+    [ $r -eq 0 ] || rc=1
+  done
   scenario_summary
   return $rc
 }
-# A stage's commands; the ones that end in a subshell (all but e2e-start, molecule, e2e-wait, which keep
+molecule_parallel() {
+  [ ${#bg_pid[@]} -gt 0 ] || molecule_start
+  molecule_wait
+}
+# A stage's commands; the ones that end in a subshell (all but molecule-start, molecule, molecule-wait, which keep
 # state in this shell) have their output copied to reports/logs/stage-<name>.log as well.
 stage_commands() {
   local name=$1
@@ -84,9 +89,9 @@ stage_commands() {
     lint) yamllint --strict . && ansible-lint --profile production && antsibull-changelog lint ;;
     sanity) bash scripts/ansible-test.sh sanity ;;
     unit) bash scripts/ansible-test.sh units ;;
-    e2e-start) e2e_start ;;
+    molecule-start) molecule_start ;;
     molecule) molecule_parallel ;;
-    e2e-wait) e2e_wait ;;
+    molecule-wait) molecule_wait ;;
     build) bash scripts/check-build.sh ;;
     molecule-*) molecule test -s "${name#molecule-}" ;;
     *) echo "unknown stage $name" >&2; return 2 ;;
@@ -98,7 +103,7 @@ run_stage() {
   t0=$(date +%s)
   step "stage $name"
   case $name in
-    e2e-start|molecule|e2e-wait) stage_commands "$name" ;;
+    molecule-start|molecule|molecule-wait) stage_commands "$name" ;;
     *) mkdir -p reports/logs; stage_commands "$name" 2>&1 | tee "$log" ;;
   esac
   rc=$?
@@ -115,10 +120,9 @@ for s in "${stages[@]}"; do
     case $s in lint|sanity|unit|build) ;; *) break ;; esac
   fi
 done
-# A stage that failed before `molecule` leaves e2e running: wait for it (its result is reported too).
-if [ -n "$e2e_pid" ]; then
-  run_stage e2e-wait || rc=1
-  scenario_summary
+# A stage that failed before `molecule` leaves the scenarios running: wait for them (their results are reported too).
+if [ ${#bg_pid[@]} -gt 0 ]; then
+  run_stage molecule-wait || rc=1
 fi
 step "stage times"
 printf '  %s\n' "${report[@]}"
