@@ -42,8 +42,11 @@ Nothing counts before the first readiness (/health and /metrics answer 200) of t
 invocation (systemd's InvocationID): model loading, a weights download or a restart never look like
 a stall. A verdict restarts the unit (the whole cgroup goes) unless ``max_restarts`` restarts were
 made in the last hour: then the watchdog holds, logs at crit at every check, and acts again when
-the hour has passed. The restart is `systemctl kill --signal=SIGKILL` then `systemctl restart`: a hung
-engine cannot stop gracefully, and SIGTERM would wait TimeoutStopSec for nothing. ``dry_run`` judges and logs, never restarts.
+the hour has passed. The restart is `systemctl kill --signal=SIGKILL`, `systemctl reset-failed`, then
+`systemctl restart`: a hung engine cannot stop gracefully, and SIGTERM would wait TimeoutStopSec for nothing; the
+watchdog's restarts are bounded by ``max_restarts``, so they do not spend the unit's StartLimitBurst, which is
+left whole for crash restarts (without the reset, a few verdicts plus a crash or two would leave the unit refusing
+to start). ``dry_run`` judges and logs, never restarts.
 """
 from __future__ import annotations
 
@@ -693,6 +696,9 @@ def check(config):
         # TimeoutStopSec for it), then a restart, which also clears what is left.
         subprocess.run(["systemctl", "kill", "--signal=SIGKILL", "--", unit], capture_output=True, text=True,
                        check=False, timeout=30)
+        # The watchdog's own budget (max_restarts) bounds its restarts: the unit's start counter is left to crashes.
+        subprocess.run(["systemctl", "reset-failed", "--", unit], capture_output=True, text=True, check=False,
+                       timeout=30)
         res = subprocess.run(["systemctl", "restart", "--", unit], capture_output=True, text=True, check=False,
                              timeout=float(config.get("restart_timeout") or 600))
         if res.returncode != 0:
