@@ -157,7 +157,7 @@ def test_sweep_table_and_plots(host):
     # The served profile at each cap; nvidia_power set it on both (mocked) cards, the run measured at it.
     runs = {(row["profile"], row["cap_w"] and int(row["cap_w"])): row for row in summary["rows"]}
     assert set(runs) == {("lab", 250), ("lab", 200)}, text
-    for (_, cap), row in runs.items():
+    for (_profile, cap), row in runs.items():
         assert row["status"] == "ok" and row["enforced_w"] == [cap, cap], row
         assert all(level["aggregate_tps"] > 0 for level in row["levels"]), row
     # The inventory's cap is back after the sweep.
