@@ -209,6 +209,9 @@ class HubDouble:
 
             # ---------------------------------------------------------------- plumbing
             def _send(self, status, body=b"", headers=None, content_type="application/json", head=False):
+                # Recorded before the answer leaves: a client's next request can arrive before this thread runs
+                # again, and the record must keep the order in which the client asked.
+                self._log(status, 0 if head else len(body))
                 self.send_response(status)
                 self.send_header("Content-Type", content_type)
                 self.send_header("Content-Length", str(len(body)))
@@ -217,7 +220,6 @@ class HubDouble:
                 self.end_headers()
                 if not head:
                     self.wfile.write(body)
-                self._log(status, 0 if head else len(body))
 
             def _json(self, status, obj, headers=None, head=False):
                 self._send(status, json.dumps(obj).encode(), headers, head=head)
@@ -346,11 +348,11 @@ class HubDouble:
                         start = int(r.group(1))
                         end = min(int(r.group(2)), size - 1) if r.group(2) else size - 1
                     if start >= size or start > end:
+                        self._log(416, 0)
                         self.send_response(416)
                         self.send_header("Content-Range", "bytes */%d" % size)
                         self.send_header("Content-Length", "0")
                         self.end_headers()
-                        self._log(416, 0)
                         return
                     status = 206
                     headers["Content-Range"] = "bytes %d-%d/%d" % (start, end, size)
@@ -360,9 +362,10 @@ class HubDouble:
                 self.send_header("Content-Length", str(length))
                 for key, value in headers.items():
                     self.send_header(key, value)
-                self.end_headers()
                 if head:
                     self._log(status, 0)
+                self.end_headers()
+                if head:
                     return
                 # Only a download longer than cut_after is cut (once per file).
                 cut = hub.cut_after is not None and length > hub.cut_after and hub._first_cut(repo_id + "/" + rel)
