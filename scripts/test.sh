@@ -97,6 +97,11 @@ stage_commands() {
     *) echo "unknown stage $name" >&2; return 2 ;;
   esac
 }
+# A check's commands at a lower CPU priority (its own bash, which sources this script's functions: none of them
+# keeps state the check needs).
+nice_stage() {
+  nice -n 10 bash -c "$(declare -f stage_commands); stage_commands $1"
+}
 failed_stage_logs=()
 run_stage() {
   local name=$1 t0 rc log=reports/logs/stage-$1.log
@@ -104,6 +109,9 @@ run_stage() {
   step "stage $name"
   case $name in
     molecule-start|molecule|molecule-wait) stage_commands "$name" ;;
+    # The checks beside running scenarios yield the CPU to them (niced): the scenarios are the long pole.
+    lint|sanity|unit|build) mkdir -p reports/logs
+      if [ ${#bg_pid[@]} -gt 0 ]; then nice_stage "$name"; else stage_commands "$name"; fi 2>&1 | tee "$log" ;;
     *) mkdir -p reports/logs; stage_commands "$name" 2>&1 | tee "$log" ;;
   esac
   rc=$?
