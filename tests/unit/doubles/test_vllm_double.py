@@ -11,7 +11,6 @@ import http.client
 import json
 import os
 import re
-import socket
 import subprocess
 import sys
 import threading
@@ -23,6 +22,7 @@ import yaml
 from ansible_collections.gpuhost.inference.plugins.module_utils import prometheus_text
 from ansible_collections.gpuhost.inference.tests.unit.paths import DATA, VLLM_DOUBLE_SRC as SRC
 from ansible_collections.gpuhost.inference.tests.unit.paths import FIXTURES as ALL_FIXTURES
+from ansible_collections.gpuhost.inference.tests.unit.ports import free_port
 
 FIXTURES = os.path.join(ALL_FIXTURES, "vllm-0.28.0")
 CASES = yaml.safe_load(open(os.path.join(DATA, "vllm_double.yaml"), encoding="utf-8"))
@@ -80,12 +80,6 @@ def test_mtp_shrinks_the_pool_by_about_14_percent():
 
 
 # ------------------------------------------------------------------ subprocess harness
-
-def free_port():
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
 
 class Double:
     """One running double: .port, .log (stderr so far), .proc."""

@@ -28,6 +28,7 @@ from ansible.template import Templar, trust_as_template
 
 from ansible_collections.gpuhost.inference.tests.unit.doubles.test_vllm_double import Double
 from ansible_collections.gpuhost.inference.tests.unit.paths import ROOT, case_ids, load_cases
+from ansible_collections.gpuhost.inference.tests.unit.ports import free_port
 from ansible_collections.gpuhost.inference.tests.unit.templating import trusted
 
 ROLE = os.path.join(ROOT, "roles", "front_door")
@@ -59,12 +60,6 @@ def templar(overrides=None, clients=None, upstream_env=None):
 def render(name, overrides=None, clients=None, upstream_env=None):
     with open(os.path.join(ROLE, "templates", name), encoding="utf-8") as fh:
         return templar(overrides, clients, upstream_env).template(trust_as_template(fh.read()))
-
-
-def free_port():
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 # ------------------------------------------------------------------ nginx, the Debian package

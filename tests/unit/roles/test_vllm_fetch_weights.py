@@ -20,7 +20,6 @@ import pathlib
 import pwd
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -30,6 +29,7 @@ import pytest
 
 from ansible_collections.gpuhost.inference.tests.doubles.hf_hub_double import HubDouble
 from ansible_collections.gpuhost.inference.tests.unit.paths import ROOT
+from ansible_collections.gpuhost.inference.tests.unit.ports import free_port
 
 pytest.importorskip("huggingface_hub")
 
@@ -114,12 +114,6 @@ def test_check_mode_with_a_partial_cache_restores_what_the_dry_run_wrote(tmp_pat
     assert not out["present_before"] and out["would_fetch"] == [] and not out["changed"], out
     assert ref.read_text() == "0" * 40
     assert {k: v[:2] for k, v in listing(cache).items()} == {k: v[:2] for k, v in before.items()}
-
-
-def free_port():
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 # ------------------------------------------------------------------ fetch, idempotence, check mode
