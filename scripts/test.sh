@@ -97,8 +97,8 @@ stage_commands() {
     *) echo "unknown stage $name" >&2; return 2 ;;
   esac
 }
-# A check's commands at a lower CPU priority (its own bash, which sources this script's functions: none of them
-# keeps state the check needs).
+# A check's commands at a lower CPU priority, in a bash of their own given stage_commands' definition (a check
+# needs none of this shell's state).
 nice_stage() {
   nice -n 10 bash -c "$(declare -f stage_commands); stage_commands $1"
 }
