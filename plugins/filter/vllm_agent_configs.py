@@ -16,6 +16,8 @@ import re
 
 from ansible.errors import AnsibleFilterError
 
+from ansible_collections.gpuhost.inference.plugins.module_utils.gpuhost_values import host_var_getter
+
 # The agents a config is written for, in order.
 AGENT_CLIENTS = ("claude_code", "codex", "opencode", "openai")
 # The output-token cap beside the agent's prompt: an eighth of the context, at least 1,024, at most 32,000
@@ -228,14 +230,6 @@ def vllm_verify_agent_configs(inputs):
             "api_key_env": env_name if conf["key_configured"] else None}
 
 
-def _get(hv, key, default):
-    try:
-        value = hv[key]
-    except (KeyError, TypeError):
-        return default
-    return default if value is None else value
-
-
 def _merged(base, over):
     out = dict(base) if isinstance(base, dict) else {}
     for key, value in (over.items() if isinstance(over, dict) else ()):
@@ -265,13 +259,10 @@ def endpoint_workers(names, hostvars, service_defaults=None):
     hostvars = hostvars if hostvars is not None else {}
     workers, errors = [], []
     for name in list(names or []):
-        try:
-            hv = hostvars[name]
-        except KeyError:
-            hv = {}
+        by_name = host_var_getter(hostvars, name)
 
-        def get(key, hv=hv):
-            return _get(hv, key, defaults.get(key))
+        def get(key, by_name=by_name):
+            return by_name(key, defaults.get(key))
 
         model = str(get("vllm_service_served_model_name") or get("vllm_service_model") or "")
         profile = str(get("vllm_service_profile_override") or get("vllm_service_profile") or "default")
