@@ -70,6 +70,12 @@ def _toml_str(value):
     return json.dumps(str(value))
 
 
+# Claude Code (2.1.328) reads a CLAUDE_CODE_AUTO_COMPACT_WINDOW below 100k as 100k ("treats it as the 100k
+# minimum"): on a smaller context it would compact only past the served limit. Below it the variable is left out and
+# Claude Code compacts by CLAUDE_CODE_MAX_CONTEXT_TOKENS, its context window.
+CLAUDE_CODE_MIN_COMPACT_WINDOW = 100000
+
+
 def _claude_code(c):
     env = {
         "ANTHROPIC_BASE_URL": c["base_url"],
@@ -83,9 +89,10 @@ def _claude_code(c):
         "CLAUDE_CODE_MAX_OUTPUT_TOKENS": str(c["output_tokens"]),
         # A model it does not know is taken for a 1m window: the box's context instead.
         "CLAUDE_CODE_MAX_CONTEXT_TOKENS": str(c["context"]),
-        "CLAUDE_CODE_AUTO_COMPACT_WINDOW": str(c["context"]),
         "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
     }
+    if c["context"] >= CLAUDE_CODE_MIN_COMPACT_WINDOW:
+        env["CLAUDE_CODE_AUTO_COMPACT_WINDOW"] = str(c["context"])
     if not c["key_configured"]:
         # The server takes any token; Claude Code needs one to skip its login.
         env["ANTHROPIC_AUTH_TOKEN"] = "no-key"

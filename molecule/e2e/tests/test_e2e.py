@@ -58,8 +58,10 @@ def test_report_has_positive_figures(report):
     assert kv["journal"]["max_concurrency"] >= 1.0
     levels = {lv["concurrency"]: lv for lv in report["levels"]}
     assert sorted(levels) == [1, 2, 4, 8]
+    max_tokens = report["probe"]["max_tokens"]
+    assert max_tokens >= 64, report["probe"]
     for lv in levels.values():
-        assert lv["aggregate_tps"] > 0 and lv["errors"] == {} and lv["output_tokens"] == 256 * lv["concurrency"]
+        assert lv["aggregate_tps"] > 0 and lv["errors"] == {} and lv["output_tokens"] == max_tokens * lv["concurrency"]
         assert lv["ttft_s"]["p50"] > 0, lv
         # A stream whose tokens all arrived at once has no decode rate: the probe leaves it out and counts it as a
         # burst. On this 2-core box beside the other CI stages the API server's process can be starved for a
@@ -237,12 +239,13 @@ def _bench_serve(host, base_url: str, output_len: int, name: str) -> dict:
 
 
 def test_vllm_bench_serve_with_default_sampling(host):
-    """vLLM's own client (vllm bench serve: random 96 in / 256 out, no temperature: the server's default)
-    against the converged server: no failed request; its output tok/s and mean TTFT beside the probe's."""
-    bench = _bench_serve(host, "http://127.0.0.1:8000", 256, "bench")
-    assert bench["failed"] == 0 and bench["completed"] == 4 * BENCH_CONCURRENCY, {k: bench.get(k) for k in ("completed", "failed", "errors")}
-    assert bench["total_output_tokens"] == 4 * BENCH_CONCURRENCY * 256
+    """vLLM's own client (vllm bench serve: random 96 in / the probe's tokens out, no temperature: the server's
+    default) against the converged server: no failed request; its output tok/s and mean TTFT beside the probe's."""
     report = json.loads(host.check_output("cat /var/lib/vllm/verify/reports/latest.json"))
+    output_len = report["probe"]["max_tokens"]
+    bench = _bench_serve(host, "http://127.0.0.1:8000", output_len, "bench")
+    assert bench["failed"] == 0 and bench["completed"] == 4 * BENCH_CONCURRENCY, {k: bench.get(k) for k in ("completed", "failed", "errors")}
+    assert bench["total_output_tokens"] == 4 * BENCH_CONCURRENCY * output_len
     rows = {"greedy": next(lv for lv in report["levels"] if lv["concurrency"] == BENCH_CONCURRENCY)}
     for lv in report.get("sampled") or []:
         if lv["concurrency"] == BENCH_CONCURRENCY:
@@ -250,7 +253,7 @@ def test_vllm_bench_serve_with_default_sampling(host):
     compare = {"bench": {"output_tps": bench["output_throughput"], "mean_ttft_ms": bench["mean_ttft_ms"],
                          "median_ttft_ms": bench["median_ttft_ms"], "completed": bench["completed"],
                          "failed": bench["failed"]},
-               "probe_profile": report["profile"], "concurrency": BENCH_CONCURRENCY}
+               "probe_profile": report["profile"], "concurrency": BENCH_CONCURRENCY, "output_len": output_len}
     for kind, lv in rows.items():
         compare[kind] = {"output_tps": lv["aggregate_tps"], "mean_ttft_ms": lv["ttft_s"]["mean"] * 1000,
                          "median_ttft_ms": lv["ttft_s"]["p50"] * 1000,

@@ -167,3 +167,28 @@ def test_fleet_md_numbers_every_play():
     block = text.split("plays:", 1)[1].split("\n\n", 2)[1]
     items = re.findall(r"^(\d+)\. ", block, re.MULTILINE)
     assert [int(i) for i in items] == list(range(1, len(site_plays()) + 1)), items
+
+
+def _includes(node):
+    """Every include_role / include_tasks task under node (plays, blocks, task lists)."""
+    if isinstance(node, list):
+        for item in node:
+            yield from _includes(item)
+    elif isinstance(node, dict):
+        if "ansible.builtin.include_role" in node or "ansible.builtin.include_tasks" in node:
+            yield node
+        for key in ("tasks", "pre_tasks", "post_tasks", "handlers", "block", "rescue", "always"):
+            yield from _includes(node.get(key))
+
+
+def test_a_tagged_include_applies_its_tags_to_its_tasks():
+    """A dynamic include's tags are its own: with `--tags vllm_service` the included tasks would not run (the
+    rejoin after a roll, each role's preflight in play 1) unless `apply` gives them the tags. site.yml's includes
+    with tags, and play 1's preflight include (tagged by the import of tasks/site_preflight.yml)."""
+    tagged = [t for t in _includes(site_plays()) if "tags" in t]
+    tagged += list(_includes(yaml.safe_load(read("playbooks", "tasks", "site_preflight.yml"))))
+    assert len(tagged) == 2, tagged
+    for task in tagged:
+        args = task.get("ansible.builtin.include_role") or task.get("ansible.builtin.include_tasks")
+        assert isinstance(args, dict) and "tags" in (args.get("apply") or {}), (
+            "%r has tags but does not apply them to its tasks (apply: {tags: ...})" % task.get("name"))

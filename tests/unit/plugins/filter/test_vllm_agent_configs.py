@@ -70,6 +70,16 @@ def test_claude_code_settings():
     assert env["CLAUDE_CODE_ATTRIBUTION_HEADER"] == "0" and env["CLAUDE_CODE_MAX_OUTPUT_TOKENS"] == "4096"
     assert env["CLAUDE_CODE_MAX_CONTEXT_TOKENS"] == "32768" and env["CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC"] == "1"
     assert "ANTHROPIC_AUTH_TOKEN" not in env and "ANTHROPIC_API_KEY" not in env  # the key comes from the shell
+    # Below Claude Code's 100k minimum the compact window is left out (it would read as 100k, past the context).
+    assert "CLAUDE_CODE_AUTO_COMPACT_WINDOW" not in env
+
+
+@pytest.mark.parametrize("context,window", [(32768, None), (99999, None), (100000, "100000"), (262144, "262144")])
+def test_claude_code_compact_window_only_from_its_minimum(context, window):
+    _out, files = _files(dict(BASE, max_model_len=context))
+    env = json.loads(files["claude-code.settings.json"])["env"]
+    assert env.get("CLAUDE_CODE_AUTO_COMPACT_WINDOW") == window
+    assert env["CLAUDE_CODE_MAX_CONTEXT_TOKENS"] == str(context)
 
 
 def test_claude_code_env_takes_bearer_from_the_users_variable():
