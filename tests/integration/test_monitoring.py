@@ -9,12 +9,7 @@ import json
 import shlex
 import time
 
-import pytest
-
 testinfra_hosts = ["lab-tp2"]
-# The default scenario verifies with pytest-xdist (molecule/default/molecule.yml): the tests of the fleet boxes run in
-# one stream, beside the faults box's (group lab-faults), one after the other.
-pytestmark = pytest.mark.xdist_group("fleet")
 
 PROM = "http://127.0.0.1:9090"
 TEXTFILE = "/var/lib/prometheus/node-exporter/gpuhost_gpu.prom"

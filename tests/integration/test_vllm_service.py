@@ -16,9 +16,6 @@ import yaml
 # The default scenario's converged boxes these checks read (its verifier also runs the fault checks,
 # whose modules name lab-faults): testinfra_hosts, since a --hosts option would override every module's own.
 testinfra_hosts = ["lab-tp2", "lab-single"]
-# The default scenario verifies with pytest-xdist (molecule/default/molecule.yml): the tests of the fleet boxes run in
-# one stream, beside the faults box's (group lab-faults), one after the other.
-pytestmark = pytest.mark.xdist_group("fleet")
 
 UNIT = "vllm.service"
 POWER_UNIT = "gpu-power-limit.service"

@@ -16,9 +16,6 @@ from faults_lib import BOX, REPO, host_snapshot, run_playbook
 
 # The default scenario's verifier runs these beside tests/integration/ (other boxes): only the faults box.
 testinfra_hosts = [BOX]
-# The default scenario verifies with pytest-xdist (molecule/default/molecule.yml): the faults box's tests run in one
-# stream, one after the other in file order (this box changes under some), beside the fleet boxes' tests.
-pytestmark = pytest.mark.xdist_group("lab-faults")
 
 # (case id, host vars, strings the failure message must contain: the variable and the allowed values)
 CASES = [

@@ -6,15 +6,10 @@ import os
 import re
 import subprocess
 
-import pytest
-
 from faults_lib import BOX, REPO, inventory, run_playbook
 
 # The default scenario's verifier runs these beside tests/integration/ (other boxes): only the faults box.
 testinfra_hosts = [BOX]
-# The default scenario verifies with pytest-xdist (molecule/default/molecule.yml): the faults box's tests run in one
-# stream, one after the other in file order (this box changes under some), beside the fleet boxes' tests.
-pytestmark = pytest.mark.xdist_group("lab-faults")
 
 RECAP = re.compile(r"^(?P<host>\S+)\s+: ok=(?P<ok>\d+)\s+changed=(?P<changed>\d+)\s+unreachable=(?P<unreachable>\d+)\s+failed=(?P<failed>\d+)", re.M)
 
@@ -32,9 +27,6 @@ def test_check_mode_on_the_converged_box_changes_nothing(tmp_path):
     assert r and r["changed"] == 0 and r["failed"] == 0, proc.stdout[-6000:]
 
 
-# A box of its own (lab-fresh), so a group of its own (xdist joins a test's group names: "lab-faults_lab-fresh"): it
-# runs beside the faults box's stream, not in it.
-@pytest.mark.xdist_group("lab-fresh")
 def test_check_mode_on_a_fresh_box_reports_changes_without_failing(tmp_path):
     box = "lab-fresh"
     lab_box = os.path.join(REPO, "scripts", "lab-box.sh")
