@@ -29,3 +29,11 @@ def load_cases(name, key=None, directory=DATA):
 def case_ids(cases):
     """pytest ids of a list of YAML cases: their `id` keys."""
     return [case["id"] for case in cases]
+
+
+def tasks_of(items):
+    """Every play and task of a loaded playbook or task file, blocks, pre/post tasks and handlers opened."""
+    for item in items or []:
+        yield item
+        for key in ("pre_tasks", "tasks", "post_tasks", "handlers", "block", "rescue", "always"):
+            yield from tasks_of(item.get(key))

@@ -13,7 +13,7 @@ import yaml
 from ansible.parsing.dataloader import DataLoader
 from ansible.template import Templar
 
-from ansible_collections.gpuhost.inference.tests.unit.paths import ROOT, case_ids, load_cases
+from ansible_collections.gpuhost.inference.tests.unit.paths import ROOT, case_ids, load_cases, tasks_of
 from ansible_collections.gpuhost.inference.tests.unit.templating import trusted
 
 LIST_FILE = os.path.join("playbooks", "vars", "roles.yml")
@@ -169,16 +169,9 @@ def test_fleet_md_numbers_every_play():
     assert [int(i) for i in items] == list(range(1, len(site_plays()) + 1)), items
 
 
-def _includes(node):
-    """Every include_role / include_tasks task under node (plays, blocks, task lists)."""
-    if isinstance(node, list):
-        for item in node:
-            yield from _includes(item)
-    elif isinstance(node, dict):
-        if "ansible.builtin.include_role" in node or "ansible.builtin.include_tasks" in node:
-            yield node
-        for key in ("tasks", "pre_tasks", "post_tasks", "handlers", "block", "rescue", "always"):
-            yield from _includes(node.get(key))
+def _includes(items):
+    """Every include_role / include_tasks task of a loaded playbook or task file."""
+    return [t for t in tasks_of(items) if "ansible.builtin.include_role" in t or "ansible.builtin.include_tasks" in t]
 
 
 def test_a_tagged_include_applies_its_tags_to_its_tasks():
@@ -186,7 +179,7 @@ def test_a_tagged_include_applies_its_tags_to_its_tasks():
     rejoin after a roll, each role's preflight in play 1) unless `apply` gives them the tags. site.yml's includes
     with tags, and play 1's preflight include (tagged by the import of tasks/site_preflight.yml)."""
     tagged = [t for t in _includes(site_plays()) if "tags" in t]
-    tagged += list(_includes(yaml.safe_load(read("playbooks", "tasks", "site_preflight.yml"))))
+    tagged += _includes(yaml.safe_load(read("playbooks", "tasks", "site_preflight.yml")))
     assert len(tagged) == 2, tagged
     for task in tagged:
         args = task.get("ansible.builtin.include_role") or task.get("ansible.builtin.include_tasks")

@@ -17,7 +17,7 @@ import pytest
 import yaml
 
 from ansible_collections.gpuhost.inference.plugins.filter import tune
-from ansible_collections.gpuhost.inference.tests.unit.paths import DATA, ROOT, case_ids, load_cases
+from ansible_collections.gpuhost.inference.tests.unit.paths import DATA, ROOT, case_ids, load_cases, tasks_of
 from ansible_collections.gpuhost.inference.tests.unit.playbooks.report_helpers import (
     FILES, FakePyplot, ax_title, files_module, no_matplotlib)
 
@@ -75,14 +75,6 @@ def trials_table(markdown):
         assert len(cells) == len(header), line
         rows[int(cells[0])] = dict(zip(header, cells))
     return header, rows
-
-
-def tasks_of(items):
-    """Every task of a list of plays/tasks, blocks opened."""
-    for item in items or []:
-        yield item
-        for key in ("tasks", "block", "rescue", "always"):
-            yield from tasks_of(item.get(key))
 
 
 def filter_trial(report, started):
