@@ -92,9 +92,9 @@ def judge_forced(rec, choice):
     return va._judge_forced(rec, {"function": {"name": named}} if named else "required")  # pylint: disable=protected-access
 
 
-def _new_rec():
-    return {"ttft_s": None, "e2e_s": None, "prompt_tokens": None, "completion_tokens": None, "text": "",
-            "reasoning_chars": 0, "tool_calls": [], "error": None, "message": None, "cached_tokens": None}
+def _new_rec(max_tokens):
+    return {"ttft_s": None, "e2e_s": None, "prompt_tokens": None, "completion_tokens": None, "max_tokens": max_tokens,
+            "text": "", "reasoning_chars": 0, "tool_calls": [], "error": None, "message": None, "cached_tokens": None}
 
 
 def _field(obj, name, default=None):
@@ -114,7 +114,7 @@ def responses_turn(client, sdk, model, instructions, items, max_tokens, sampling
                    tools=None, parallel=True):
     """One streamed Responses turn as Codex sends it -> a record (see vllm_agent._turn) with ``items``:
     the output items of response.output_item.done (function calls with their call_id and arguments)."""
-    rec = _new_rec()
+    rec = _new_rec(max_tokens)
     rec["items"] = []
     kwargs = {"model": model, "instructions": instructions, "input": items,
               "tools": responses_tools() if tools is None else tools, "max_output_tokens": max_tokens,
@@ -171,7 +171,7 @@ def responses_turn(client, sdk, model, instructions, items, max_tokens, sampling
 def messages_turn(client, sdk, model, system, messages, max_tokens, sampling, tool_choice, timeout, betas):
     """One streamed Messages turn as Claude Code sends it (``/v1/messages?beta=true``, system blocks with
     cache_control) -> a record (see vllm_agent._turn) with ``content``: the assistant's blocks to resend."""
-    rec = _new_rec()
+    rec = _new_rec(max_tokens)
     rec["content"] = []
     kwargs = {"model": model, "system": system, "messages": messages, "tools": messages_tools(),
               "max_tokens": max_tokens, "stream": True, "timeout": timeout, "betas": betas,

@@ -80,6 +80,16 @@ NAMED = {"type": "function", "function": {"name": "read_file"}}
     (_rec(tool_calls=[{"name": "rm_rf", "arguments": "{}"}]), "required", False, "not an offered tool"),
     (_rec(tool_calls=[{"name": "read_file", "arguments": '{"path": '}]), "required", False, "are not JSON"),
     (_rec(tool_calls=[{"name": "read_file", "arguments": "[1]"}]), "required", False, "not a JSON object"),
+    # Cut at the turn's budget (the demo's messages turn: a 1,010-character path, vLLM's closing of the cut JSON
+    # invalid): the server forced the call, the model wrote past the budget.
+    (_rec(tool_calls=[{"name": "read_file", "arguments": '{"path": "x  ", "'}], completion_tokens=512, max_tokens=512),
+     NAMED, True, "read_file(cut at the 512-token budget"),
+    (_rec(tool_calls=[{"name": "read_file", "arguments": '{"path": "x  ", "'}], completion_tokens=511, max_tokens=512),
+     NAMED, False, "are not JSON"),
+    (_rec(tool_calls=[{"name": "read_file", "arguments": '{"path": '}], completion_tokens=512), "required", False,
+     "are not JSON"),
+    (_rec(tool_calls=[{"name": "run_command", "arguments": '{"command": '}], completion_tokens=64, max_tokens=64), NAMED,
+     False, "named read_file"),
     (_rec(text="I will read it"), "required", False, "no tool_calls in the answer"),
     (_rec(error="400", message='"auto" tool choice requires --enable-auto-tool-choice'), "required", False,
      "the request failed (400)"),

@@ -79,6 +79,7 @@ def test_a_captured_stream_makes_a_record(case):
         rec = vs.messages_turn(client, FakeSDK, "tiny-qwen3", [], [], 48, _sampling(), case.get("choice"), 30, ["b"])
     want = case["expect"]
     assert rec["error"] == want.get("error"), rec
+    assert rec["max_tokens"] == 48  # the budget a forced call's judgement compares the reply with
     for key in ("prompt_tokens", "completion_tokens", "text"):
         if key in want:
             assert rec[key] == want[key], rec
