@@ -46,7 +46,7 @@ def expected_limit(host):
 
 def unit_properties(host):
     out = host.check_output(
-        "systemctl show %s --property=Type,RemainAfterExit,Before,WantedBy,User,"
+        "systemctl show %s --property=Type,RemainAfterExit,Before,After,WantedBy,User,"
         "ActiveState,SubState,Result,UnitFileState,FragmentPath" % UNIT
     )
     return dict(line.split("=", 1) for line in out.splitlines() if "=" in line)
@@ -85,6 +85,13 @@ def test_unit_properties(host):
     assert "vllm.service" in props["WantedBy"].split(), msg
     assert props["User"] in ("", "root"), msg
     assert props["UnitFileState"] == "enabled", msg
+
+
+def test_ordered_after_the_persistence_daemon_where_the_box_has_one(host):
+    # lab-tp2 has the driver's nvidia-persistenced.service (a stand-in, molecule/resources/prepare.yml), lab-single none.
+    has = host.file("/etc/systemd/system/nvidia-persistenced.service").exists
+    assert has is (host.backend.get_hostname() == "lab-tp2")
+    assert ("nvidia-persistenced.service" in unit_properties(host)["After"].split()) is has
 
 
 def test_unit_hardening_fits_a_root_nvidia_smi(host):

@@ -23,9 +23,14 @@ def journal(host):
     return host.check_output("journalctl -u vllm.service -b --no-pager -o cat")
 
 
+# The idempotence run's verification of `lab` with the scenario's probe settings, kept aside by side_effect.yml before
+# the side effect's own verifications (a 32k profile, short levels, the sweep's and the tune's) follow it.
+CONVERGED_REPORT = "/var/lib/vllm/verify/reports/e2e-converged.json"
+
+
 @pytest.fixture(scope="module")
 def report(host):
-    return json.loads(host.check_output("cat /var/lib/vllm/verify/reports/latest.json"))
+    return json.loads(host.check_output("cat %s" % CONVERGED_REPORT))
 
 
 def test_vllm_unit_active_as_vllm_user(host):
@@ -141,12 +146,13 @@ def test_the_openai_sdk_gets_tool_calls(host, base_url):
     assert out["name"] == "read_file" and isinstance(out["arguments"]["path"], str), out
 
 
-def test_reports_fetched_to_the_controller(host):
+def test_reports_fetched_to_the_controller(host, report):
     hostname = host.check_output("hostname").strip()
-    md = sorted(glob.glob(os.path.join(REPO, "reports", hostname, "*.md")))
-    js = sorted(glob.glob(os.path.join(REPO, "reports", hostname, "*.json")))
+    md = sorted(glob.glob(os.path.join(REPO, "reports", hostname, "*-lab.md")))
+    js = sorted(glob.glob(os.path.join(REPO, "reports", hostname, "*-lab.json")))
     assert md and js
     data = json.load(open(js[-1], encoding="utf-8"))
+    assert data["timestamp"] == report["timestamp"], (js[-1], data["timestamp"], report["timestamp"])
     assert data["levels"] and all(lv["aggregate_tps"] > 0 for lv in data["levels"])
 
 
@@ -241,7 +247,7 @@ def _bench_serve(host, base_url: str, output_len: int, name: str) -> dict:
 def test_vllm_bench_serve_with_default_sampling(host):
     """vLLM's own client (vllm bench serve: random 96 in / the probe's tokens out, no temperature: the server's
     default) against the converged server: no failed request; its output tok/s and mean TTFT beside the probe's."""
-    report = json.loads(host.check_output("cat /var/lib/vllm/verify/reports/latest.json"))
+    report = json.loads(host.check_output("cat %s" % CONVERGED_REPORT))
     output_len = report["probe"]["max_tokens"]
     bench = _bench_serve(host, "http://127.0.0.1:8000", output_len, "bench")
     assert bench["failed"] == 0 and bench["completed"] == 4 * BENCH_CONCURRENCY, {k: bench.get(k) for k in ("completed", "failed", "errors")}
