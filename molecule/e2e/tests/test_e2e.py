@@ -148,11 +148,12 @@ def test_the_openai_sdk_gets_tool_calls(host, base_url):
 
 def test_reports_fetched_to_the_controller(host, report):
     hostname = host.check_output("hostname").strip()
-    md = sorted(glob.glob(os.path.join(REPO, "reports", hostname, "*-lab.md")))
-    js = sorted(glob.glob(os.path.join(REPO, "reports", hostname, "*-lab.json")))
-    assert md and js
-    data = json.load(open(js[-1], encoding="utf-8"))
-    assert data["timestamp"] == report["timestamp"], (js[-1], data["timestamp"], report["timestamp"])
+    # The controller's copy of the converged report (the same timestamp), beside its Markdown twin.
+    js = glob.glob(os.path.join(REPO, "reports", hostname, "*-lab.json"))
+    fetched = [path for path in js if json.load(open(path, encoding="utf-8"))["timestamp"] == report["timestamp"]]
+    assert len(fetched) == 1, (report["timestamp"], sorted(js))
+    assert os.path.isfile(fetched[0][:-len(".json")] + ".md"), fetched
+    data = json.load(open(fetched[0], encoding="utf-8"))
     assert data["levels"] and all(lv["aggregate_tps"] > 0 for lv in data["levels"])
 
 
