@@ -12,7 +12,7 @@ import yaml
 from ansible.parsing.dataloader import DataLoader
 from ansible.template import Templar, trust_as_template
 
-from ansible_collections.gpuhost.inference.tests.unit.paths import ROOT, case_ids, load_cases
+from ansible_collections.gpuhost.inference.tests.unit.paths import ROOT, case_ids, load_cases, tasks_of
 
 ROLE = os.path.join(ROOT, "roles", "_common")
 HARDENING = load_cases("common_role_cases.yaml", "hardening")
@@ -82,9 +82,7 @@ def test_entry_points_are_typed_and_prefixed():
 
 
 def _includes(tasks):
-    for task in tasks:
-        for key in ("block", "rescue", "always"):
-            yield from _includes(task.get(key, []))
+    for task in tasks_of(tasks):
         role = task.get("ansible.builtin.include_role") or {}
         if role.get("name") == "gpuhost.inference._common":
             yield role["tasks_from"][:-4], task.get("vars") or {}, role.get("apply", {}).get("tags")
