@@ -156,10 +156,16 @@ def _openai(c):
         lines += ["export SSL_CERT_FILE=%s" % c["ca_file"], "export REQUESTS_CA_BUNDLE=%s" % c["ca_file"],
                   "export NODE_EXTRA_CA_CERTS=%s" % c["ca_file"]]
     if c["key_configured"]:
-        lines.append("export OPENAI_API_KEY=\"${%s:?set %s to the server's API key}\"" % (c["api_key_env"], c["api_key_env"]))
+        lines.append(_from_users_variable("OPENAI_API_KEY", c["api_key_env"]))
     else:
         lines.append("export OPENAI_API_KEY=no-key")
     return "\n".join(lines) + "\n"
+
+
+def _from_users_variable(name, variable):
+    """`export NAME="${VARIABLE:?...}"`: the key from the user's own variable, a clear error without it. No quote in
+    the message: bash 5.2 reads a ' inside "${...:?...}" as an opening quote, and the file would not source."""
+    return 'export %s="${%s:?set %s to the API key of the server}"' % (name, variable, variable)
 
 
 def _claude_code_env(c):
@@ -173,7 +179,7 @@ def _claude_code_env(c):
         # Node reads it at start only: the settings file's env comes too late for it.
         lines.append("export NODE_EXTRA_CA_CERTS=%s" % c["ca_file"])
     if c["key_configured"]:
-        lines.append("export ANTHROPIC_AUTH_TOKEN=\"${%s:?set %s to the server's API key}\"" % (c["api_key_env"], c["api_key_env"]))
+        lines.append(_from_users_variable("ANTHROPIC_AUTH_TOKEN", c["api_key_env"]))
     return "\n".join(lines) + "\n"
 
 

@@ -82,14 +82,27 @@ def test_claude_code_compact_window_only_from_its_minimum(context, window):
     assert env["CLAUDE_CODE_MAX_CONTEXT_TOKENS"] == str(context)
 
 
-def test_claude_code_env_takes_bearer_from_the_users_variable():
+# Sourced by the user's shell: sh (dash here) and bash (5.2 read a quote inside the key's error message as an opening
+# quote: the file did not source, found on the demo box).
+@pytest.mark.parametrize("shell", ["sh", "bash"])
+def test_claude_code_env_takes_bearer_from_the_users_variable(shell):
     _out, files = _files(BASE)
     script = files["claude-code.env"] + 'printf "%s|%s" "$ANTHROPIC_AUTH_TOKEN" "${ANTHROPIC_API_KEY-unset}"\n'
-    got = subprocess.run(["sh", "-c", script], env={"VLLM_API_KEY": "s3cret", "ANTHROPIC_API_KEY": "x"},
+    got = subprocess.run([shell, "-c", script], env={"VLLM_API_KEY": "s3cret", "ANTHROPIC_API_KEY": "x"},
                          capture_output=True, text=True, check=True)
     assert got.stdout == "s3cret|unset"
-    missing = subprocess.run(["sh", "-c", script], env={}, capture_output=True, text=True, check=False)
-    assert missing.returncode != 0 and "set VLLM_API_KEY to the server's API key" in missing.stderr
+    missing = subprocess.run([shell, "-c", script], env={}, capture_output=True, text=True, check=False)
+    assert missing.returncode != 0 and "set VLLM_API_KEY to the API key of the server" in missing.stderr
+
+
+@pytest.mark.parametrize("shell", ["sh", "bash"])
+def test_openai_env_takes_the_key_from_the_users_variable(shell):
+    _out, files = _files(BASE)
+    script = files["openai.env"] + 'printf "%s" "$OPENAI_API_KEY"\n'
+    got = subprocess.run([shell, "-c", script], env={"VLLM_API_KEY": "s3cret"}, capture_output=True, text=True, check=True)
+    assert got.stdout == "s3cret"
+    missing = subprocess.run([shell, "-c", script], env={}, capture_output=True, text=True, check=False)
+    assert missing.returncode != 0 and "set VLLM_API_KEY to the API key of the server" in missing.stderr
 
 
 @pytest.mark.skipif(tomllib is None, reason="tomllib is Python 3.11+")
