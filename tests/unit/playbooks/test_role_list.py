@@ -185,3 +185,21 @@ def test_a_tagged_include_applies_its_tags_to_its_tasks():
         args = task.get("ansible.builtin.include_role") or task.get("ansible.builtin.include_tasks")
         assert isinstance(args, dict) and "tags" in (args.get("apply") or {}), (
             "%r has tags but does not apply them to its tasks (apply: {tags: ...})" % task.get("name"))
+
+
+@pytest.mark.parametrize("role", [entry["role"] for entry in role_list()])
+def test_a_role_skips_only_the_checks_site_yml_ran_in_this_run(role):
+    """site.yml's play 1 runs every listed role's preflight; its later plays pass the host's checked roles on
+    (__site_checked_roles) and the role's main.yml skips its preflight for them, as one skipped include (not a skip per
+    task). Any other play of a role (sweep, tune, a user's) leaves the variable undefined: the role checks itself."""
+    first = yaml.safe_load(read("roles", role, "tasks", "main.yml"))[0]
+    assert first["ansible.builtin.include_tasks"]["file"] == "preflight.yml", first
+    assert first["when"] == "'%s' not in (__site_checked_roles | default([]))" % role
+    assert first["ansible.builtin.include_tasks"]["apply"]["tags"] == first["tags"]
+    plays = site_plays()
+    noted = [t for t in plays[0]["tasks"] if "__site_preflight_passed" in t.get("ansible.builtin.set_fact", {})]
+    assert [t["ansible.builtin.set_fact"]["__site_preflight_passed"] for t in noted] == ["{{ __site_host_roles }}"]
+    assert plays[0]["tasks"][-1] is noted[0], "the roles are noted as checked after every check of play 1"
+    running = [p for p in plays[1:] if any(r["role"] == "gpuhost.inference." + role for r in p.get("roles", []))]
+    assert len(running) == 1
+    assert running[0]["vars"]["__site_checked_roles"] == "{{ __site_preflight_passed | default([]) }}"

@@ -140,8 +140,11 @@ def test_secret_and_flags_tasks():
 
 def test_main_only_orchestrates():
     main = tasks("main.yml")
-    assert [t.get("ansible.builtin.import_tasks") or t.get("ansible.builtin.meta") for t in main] == \
+    assert [t.get("ansible.builtin.import_tasks") or t.get("ansible.builtin.meta")
+            or t.get("ansible.builtin.include_tasks", {}).get("file") for t in main] == \
         ["preflight.yml", "install.yml", "configure.yml", "flush_handlers", "service.yml", "agent_configs.yml"]
+    # The preflight is skipped only where site.yml's first play checked the router's inputs in this run.
+    assert main[0]["when"] == "'vllm_router' not in (__site_checked_roles | default([]))"
 
 
 def test_policy_default_is_a_policy_of_the_router():
