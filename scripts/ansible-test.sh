@@ -7,7 +7,7 @@
 # pinned as in requirements-dev.txt, antsibull-docs, shellcheck from PyPI) with --local --requirements.
 # Its per-test sanity venvs would bootstrap pip from a host that is not reachable here: a stand-in
 # bootstrap script (ensurepip, then pip from the configured index) is put where ansible-test caches
-# the downloaded one, under a HOME of its own ($CACHE_DIR/ansible-test/home), so nothing lands in ~.
+# the downloaded one, under a HOME of its own ($AT_HOME), so nothing lands in ~.
 # `sanity` also runs `antsibull-docs lint-collection-docs --plugin-docs` on the copy.
 set -euo pipefail
 # shellcheck source=scripts/lab-env.sh
@@ -18,9 +18,12 @@ case $mode in
   *) echo "usage: $0 sanity|units [ansible-test options]" >&2; exit 2 ;;
 esac
 AT_PYTHON=${AT_PYTHON:-3.11}
-AT_VENV=${AT_VENV:-$CACHE_DIR/ansible-test-venv}
+# The venv and ansible-test's HOME (its per-test sanity venvs) live in GPUHOST_CACHE beside the wheelhouses, so a
+# fresh clone reuses them: the venv is rebuilt when its pins change (the stamp below), ansible-test keys each sanity
+# venv by its requirements. The copy of the working tree stays in the checkout's CACHE_DIR.
+AT_VENV=${AT_VENV:-$GPUHOST_CACHE/ansible-test-venv}
+AT_HOME=${AT_HOME:-$GPUHOST_CACHE/ansible-test-home}
 AT_ROOT=$CACHE_DIR/ansible-test
-AT_HOME=$AT_ROOT/home
 copy=$AT_ROOT/ansible_collections/gpuhost/inference
 
 # 1. The venv. ansible-core and matplotlib (tests/unit/playbooks/test_sweep_report.py's charts) as

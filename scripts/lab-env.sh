@@ -5,7 +5,7 @@
 # shellcheck disable=SC2034
 REPO_ROOT=${REPO_ROOT:-$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)}
 CACHE_DIR=${CACHE_DIR:-$REPO_ROOT/.cache}
-# The heavy artefacts (the lab image's podman storage, the wheelhouses, the tiny model) are kept
+# The heavy artefacts (the lab image's podman storage, the wheelhouses, the tiny model, ansible-test's venvs) are kept
 # outside the checkout so that every clone on this machine (CI's fresh clones too) reuses them;
 # each is rebuilt when absent. GPUHOST_CACHE moves them.
 GPUHOST_CACHE=${GPUHOST_CACHE:-/var/tmp/gpuhost-cache}
