@@ -29,7 +29,7 @@ fi
 cat <<EOT
 
 vLLM 0.28.0 is serving in the lab box $box on 127.0.0.1:8000 (the box has no network of its
-own; reach the API from inside it):
+own; reach the API from inside it; a server given vllm_service_api_key: export VLLM_API_KEY first):
   scripts/lab-api.sh $box /v1/models
   scripts/lab-api.sh $box /v1/completions '{"model": "tiny-qwen3", "prompt": "def add(a, b):", "max_tokens": 32}'
   scripts/lab-bench.sh $box 4 16     (vLLM's own client, vllm bench serve, server-default sampling)
