@@ -113,6 +113,16 @@ def test_every_preflight_takes_its_variables_by_prefix(role):
     assert "gpuhost.inference.line_errors" in text, "roles/%s/tasks/preflight.yml must check that its strings are single lines" % role
 
 
+@pytest.mark.parametrize("role", public_roles())
+def test_every_refusal_of_bad_input_reads_alike(role):
+    """An operator greps one shape: `<role>: bad input (nothing was changed on the host): <what and the allowed values>`."""
+    prefix = "%s: bad input (nothing was changed on the host): " % role
+    msgs = [t["ansible.builtin.assert"]["fail_msg"] for t in tasks_of(yaml.safe_load(read("roles", role, "tasks", "preflight.yml")))
+            if "bad input" in str(t.get("ansible.builtin.assert", {}).get("fail_msg", ""))]
+    assert msgs, "roles/%s/tasks/preflight.yml refuses no bad input with an assert" % role
+    assert [m for m in msgs if not m.startswith(prefix)] == []
+
+
 @pytest.mark.parametrize("case", CASES, ids=case_ids(CASES))
 def test_the_first_play_renders_from_the_list(case):
     """The play's hosts, the host's roles and the roles whose refusal stops the run, rendered by Ansible's templar
