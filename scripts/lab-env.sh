@@ -3,7 +3,14 @@
 # podman settings this kind of host needs (cgroup v1 hybrid, no CAP_SYS_RESOURCE: runc, cgroupfs,
 # ulimits within the host's hard limits). Everything lives under LAB_STATE (default .cache/lab).
 # shellcheck disable=SC2034
-REPO_ROOT=${REPO_ROOT:-$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)}
+# The checkout is always the one this file is in: a shell that sourced another clone's lab-env.sh exported that
+# clone's REPO_ROOT and the paths inside it (CACHE_DIR, VENV, WHEELHOUSE_DOUBLE), which would run that clone's code
+# here; they are dropped (the shared GPUHOST_CACHE paths and explicit overrides within this checkout stay).
+__lab_here=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+if [ -n "${REPO_ROOT:-}" ] && [ "$REPO_ROOT" != "$__lab_here" ]; then
+  unset CACHE_DIR VENV WHEELHOUSE_DOUBLE
+fi
+REPO_ROOT=$__lab_here
 CACHE_DIR=${CACHE_DIR:-$REPO_ROOT/.cache}
 # The heavy artefacts (the lab image's podman storage, the wheelhouses, the tiny model, ansible-test's venvs) are kept
 # outside the checkout so that every clone on this machine (CI's fresh clones too) reuses them;
