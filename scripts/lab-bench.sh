@@ -9,8 +9,11 @@ set -euo pipefail
 . "$(dirname "$0")/lab-env.sh"
 box=${1:?box}; conc=${2:-4}; prompts=${3:-16}; in_len=${4:-96}; out_len=${5:-256}
 models=$(bash "$REPO_ROOT/scripts/lab-api.sh" "$box" /v1/models)
-model=$(python3 -c 'import json, sys; print(json.load(sys.stdin)["data"][0]["id"])' <<<"$models")
-root=$(python3 -c 'import json, sys; print(json.load(sys.stdin)["data"][0]["root"])' <<<"$models")
+if ! read -r model root < <(python3 -c 'import json, sys; m = json.load(sys.stdin)["data"][0]; print(m["id"], m["root"])' \
+    <<<"$models" 2>/dev/null); then
+  echo "lab-bench.sh: $box's /v1/models answered: $models (a server with an API key: export VLLM_API_KEY)" >&2
+  exit 1
+fi
 step "vllm bench serve in $box: model $model, $prompts prompts, concurrency $conc, random $in_len in / $out_len out, server-default sampling"
 OPENAI_API_KEY=${VLLM_API_KEY:-} podman exec -i -w /tmp -e HF_HUB_OFFLINE=1 -e OPENAI_API_KEY -e TOKENIZERS_PARALLELISM=false "$box" \
   /opt/vllm/venv/bin/python - --backend openai --base-url http://127.0.0.1:8000 --endpoint /v1/completions \
