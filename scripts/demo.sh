@@ -48,8 +48,8 @@ Coding agents (docs/agents.md): configs sized to the served profile, written by 
   reports/$box/agents/ (Claude Code settings.json and env, Codex config.toml, opencode.json, openai.env). An
   agent's first request is 12k-35k tokens: serve the 32k profile first (bash scripts/demo.sh -e
   vllm_service_profile=lab_agents). The box has no network of its own: run the agent here in its network
-  namespace (the files name 127.0.0.1:8000), e.g.
-  (set -a; . reports/$box/agents/claude-code.env; VLLM_API_KEY=none; \
+  namespace (the files name 127.0.0.1:8000), e.g. (a server with a key: export VLLM_API_KEY first)
+  (. reports/$box/agents/claude-code.env; \
    nsenter -t "\$(podman inspect -f '{{.State.Pid}}' $box)" -n $GPUHOST_CACHE/agents/node_modules/.bin/claude -p 'hello' --settings reports/$box/agents/claude-code.settings.json)
 Stop it: make demo-down
 EOT
