@@ -135,26 +135,33 @@ fi
 step "stage times"
 printf '  %s\n' "${report[@]}"
 # Last, one line per failure (CI shows only the end of the output): a failed task with the task's name, a
-# failed test's id, a lint error; each once (the stage's own output above has the details), at most $2 a log.
+# failed test's id, a lint error; each once (the stage's own output above has the details), at most $2 a log. In a
+# molecule log only the actions that failed count: a failure inside an action molecule reports `Executed: Successful`
+# was meant (the faults scenario's cases, a rescued block) and is dropped with that action's lines.
 brief() {
   awk '
+    function flush() { printf "%s", buf; buf = "" }
+    function out(text) { buf = buf text "\n" }
     { gsub(/\033\]8;;[^\033]*\033\\/, ""); gsub(/\033\[[0-9;]*m/, "") }
+    /^INFO +\[[^]]+\] Executing *$/ { flush(); next }
+    /^INFO +\[[^]]+\] Executed: Successful/ { buf = ""; next }
     /^TASK \[/ { task = $0; sub(/ \*+$/, "", task) }
     /^(fatal|failed): \[.*FAILED!/ {
       line = $0; sub(/^[^{]*/, "", line); why = line
       if (match(line, /"msg": "([^"\\]|\\.)*"/)) why = substr(line, RSTART, RLENGTH)
       if (match(line, /"stderr": "([^"\\]|\\.)+"/)) why = why " " substr(line, RSTART, 160)
-      print "    " task " " why; next
+      out("    " task " " why); next
     }
-    /^FAILED [^ ]+::/ || /^ERROR [^ ]+::/ { print "    " $0; next }
-    /^ERROR: / || /^[^ ]+:[0-9]+:[0-9]+: / { print "    " $0; next }
+    /^FAILED [^ ]+::/ || /^ERROR [^ ]+::/ { out("    " $0); next }
+    /^ERROR: / || /^[^ ]+:[0-9]+:[0-9]+: / { out("    " $0); next }
     # yamllint: the file on a line of its own, then "  LINE:COL  error  message  (rule)".
     /^[^ :]+\.ya?ml$/ { yfile = $0; next }
-    /^  [0-9]+:[0-9]+ +error / { sub(/^ +/, ""); print "    " yfile ":" $0; next }
+    /^  [0-9]+:[0-9]+ +error / { sub(/^ +/, ""); out("    " yfile ":" $0); next }
     # ansible-lint: "rule[tag]: message", then "path:LINE[:COL] ...".
     /^[a-z][a-z0-9-]*(\[[a-z0-9-]+\])?: / { rule = $0; next }
-    rule != "" && /^[^ ]+:[0-9]+(:[0-9]+)?( |$)/ { split($0, where, " "); print "    " where[1] " " rule; rule = ""; next }
+    rule != "" && /^[^ ]+:[0-9]+(:[0-9]+)?( |$)/ { split($0, where, " "); out("    " where[1] " " rule); rule = ""; next }
     { rule = "" }
+    END { flush() }
   ' "$1" | awk '!seen[$0]++' | awk -v max="$2" -v src="$1" '
     { line[NR] = $0 }
     END { if (NR > max) printf "    (%d more in %s)\n", NR - max, src; for (i = (NR > max ? NR - max + 1 : 1); i <= NR; i++) print line[i] }
