@@ -116,7 +116,9 @@ run_stage() {
   esac
   rc=$?
   [ $rc -eq 0 ] || [ ! -f "$log" ] || failed_stage_logs+=("$name:$log")
+  # Each stage's time where it ends too (the table at the end repeats them): the log shows where the minutes go.
   report+=("$(printf '%-18s %4ss  %s' "$name" "$(( $(date +%s) - t0 ))" "$([ $rc -eq 0 ] && echo ok || echo "FAILED rc=$rc")")")
+  step "stage ${report[-1]}"
   return $rc
 }
 rc=0
