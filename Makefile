@@ -5,7 +5,7 @@ ENV := set -euo pipefail; . scripts/lab-env.sh;
 SCENARIOS ?= default e2e
 
 .PHONY: help bootstrap image apt-pool wheelhouse-cpu wheelhouse-double wheelhouse model cuda-proof lab \
-        lint sanity units unit build molecule test demo demo-down clean
+        lint sanity unit build molecule test demo demo-down clean
 
 help:
 	@echo "make demo    - build the lab box and run site.yml against it (real vLLM 0.28.0 CPU build)"
@@ -47,10 +47,7 @@ lint: bootstrap
 sanity: bootstrap
 	@$(ENV) bash scripts/test.sh sanity
 
-# ansible-test units on the copy scripts/ansible-test.sh makes (not yet a stage of `make test`).
-units: bootstrap
-	@$(ENV) bash scripts/ansible-test.sh units
-
+# The unit tests through ansible-test units, on the copy scripts/ansible-test.sh makes (the stage `unit` of `make test`).
 unit: bootstrap
 	@$(ENV) bash scripts/test.sh unit
 

@@ -20,6 +20,7 @@ from collections.abc import Mapping
 
 from ansible.errors import AnsibleFilterError
 
+from ansible_collections.gpuhost.inference.plugins.module_utils.gpuhost_values import show as _show
 from ansible_collections.gpuhost.inference.plugins.module_utils.gpuhost_values import as_int as _int
 from ansible_collections.gpuhost.inference.plugins.module_utils.gpuhost_values import host_var_getter
 from ansible_collections.gpuhost.inference.plugins.module_utils.gpuhost_values import is_loopback as _is_loopback
@@ -31,10 +32,6 @@ JOBS = {
     "node": ("node_metrics_host", "node_metrics_port"),
     "vllm_router": ("vllm_router_prometheus_host", "vllm_router_prometheus_port"),
 }
-
-
-def _show(value):
-    return repr(value) if not isinstance(value, str) else '"%s"' % value
 
 
 def _is_wildcard(host):

@@ -10,6 +10,7 @@ import ipaddress
 import re
 from collections.abc import Mapping
 
+from ansible_collections.gpuhost.inference.plugins.module_utils.gpuhost_values import show as _show
 from ansible_collections.gpuhost.inference.plugins.module_utils.gpuhost_values import (
     SECRET_ENV,
     check as _check,
@@ -49,13 +50,6 @@ LINE_ENDS = {"\n": "LF", "\r": "CR", "\x00": "NUL", "\x0b": "VT", "\x0c": "FF", 
 LINE_OWN_CHECK = ("description",)
 # Variables whose values a message must not show (the value is a secret).
 SECRET_NAME_RE = re.compile(r"(api_key|token|password|secret)", re.I)
-
-
-def _show(value):
-    """The value as the message shows it: a string quoted with its escapes visible (\\u2028, \\r)."""
-    if isinstance(value, str):
-        return '"%s"' % value.encode("unicode_escape").decode("ascii").replace('"', '\\"')
-    return repr(value)
 
 
 def _path_errors(name, value):

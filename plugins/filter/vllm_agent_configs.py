@@ -323,6 +323,5 @@ class FilterModule:
         return {
             "vllm_verify_agent_configs": vllm_verify_agent_configs,
             "vllm_verify_served_name_problems": vllm_verify_served_name_problems,
-            "vllm_verify_agent_output_cap": output_cap,
             "vllm_endpoint_workers": endpoint_workers,
         }

@@ -8,13 +8,13 @@ tests/unit/plugins/filter/test_vllm_router.py with the cases of tests/unit/data/
 """
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Mapping
 
 from ansible.errors import AnsibleFilterError
 
 from ansible_collections.gpuhost.inference.plugins.filter.gpuhost_checks import url_host as _url_host
+from ansible_collections.gpuhost.inference.plugins.module_utils.gpuhost_values import show as _show
 from ansible_collections.gpuhost.inference.plugins.module_utils.gpuhost_values import (
     as_int as _int,
     check as _typed,
@@ -76,12 +76,6 @@ MINIMUMS = {
     "vllm_router_session_ttl_secs": 1, "vllm_router_keep_venvs": 1,
 }
 MAXIMUMS = {"vllm_router_session_ttl_secs": 31536000}
-
-
-def _show(value):
-    if isinstance(value, str):
-        return json.dumps(value)
-    return repr(value)
 
 
 def _text(value):

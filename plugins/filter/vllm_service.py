@@ -8,10 +8,10 @@ tests/unit/plugins/filter/test_vllm_service.py with the cases of tests/unit/data
 """
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Mapping
 
+from ansible_collections.gpuhost.inference.plugins.module_utils.gpuhost_values import show as _show
 from ansible_collections.gpuhost.inference.plugins.module_utils.gpuhost_values import (
     as_int as _int,
     check as _typed,
@@ -23,12 +23,6 @@ _SPACE = re.compile(r"\s")
 _LINE_BREAKS = ("\n", "\r", "\x00")
 # Below it a port needs CAP_NET_BIND_SERVICE, which the unit never grants (empty AmbientCapabilities=).
 _PRIVILEGED_PORTS = 1024
-
-
-def _show(value):
-    if isinstance(value, str):
-        return json.dumps(value)
-    return repr(value)
 
 
 def _binds(v):
@@ -82,7 +76,7 @@ def vllm_service_var_errors(values):
                           % (name, _show(text)))
     host = v["vllm_service_host"]
     if not str(host).strip() or _SPACE.search(str(host)):
-        errors.append("vllm_service_host must be an address or host name, got " + json.dumps(host))
+        errors.append("vllm_service_host must be an address or host name, got " + _show(host))
     port = v["vllm_service_port"]
     if _int(port) < 1 or _int(port) > 65535:
         errors.append("vllm_service_port must be 1-65535, got %s" % (port,))
@@ -96,7 +90,7 @@ def vllm_service_var_errors(values):
         errors.append("vllm_service_tensor_parallel_size must be an integer >= 1, got %s" % (tp_size,))
     offline = v["vllm_service_hf_offline"]
     if not isinstance(offline, bool) and str(offline).lower() not in ("auto", "true", "false"):
-        errors.append("vllm_service_hf_offline must be auto, true or false, got " + json.dumps(offline))
+        errors.append("vllm_service_hf_offline must be auto, true or false, got " + _show(offline))
     if _int(v["vllm_service_restart_sec"]) < 0 or _int(v["vllm_service_start_limit_interval_sec"]) < 0:
         errors.append("vllm_service_restart_sec and vllm_service_start_limit_interval_sec must be >= 0")
     if min(_int(v["vllm_service_start_limit_burst"]), _int(v["vllm_service_timeout_start_sec"]),

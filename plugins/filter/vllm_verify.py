@@ -11,11 +11,11 @@ tests/unit/data/vllm_verify_cases.yaml) cover every branch.
 from __future__ import annotations
 
 import ipaddress
-import json
 import re
 
 from ansible.errors import AnsibleFilterError
 
+from ansible_collections.gpuhost.inference.plugins.module_utils.gpuhost_values import show as _show
 from ansible_collections.gpuhost.inference.plugins.module_utils.gpuhost_values import check as _typed
 from ansible_collections.gpuhost.inference.plugins.module_utils.vllm_engine import engine_deaths
 
@@ -616,13 +616,6 @@ def vllm_verify_agent_errors(values):
     if "vllm_verify_min_prefix_cache_hit_rate" in values and (_num(rate) is None or not 0 <= _num(rate) <= 1):
         errors.append("vllm_verify_min_prefix_cache_hit_rate must be a number from 0 to 1, got %r" % (rate,))
     return errors
-
-
-def _show(value):
-    try:
-        return json.dumps(value)
-    except (TypeError, ValueError):
-        return repr(value)
 
 
 def _base_url_errors(url):

@@ -126,7 +126,9 @@ def _plain(value):
     return value
 
 
-def _show(value):
+def show(value):
+    """A value as every message of the collection shows it: JSON (a string quoted with its escapes visible - \\r,
+    \\u2028 -, a number, a list, a mapping as an operator writes them), else its repr. Never for a secret."""
     try:
         return json.dumps(_plain(value))
     except (TypeError, ValueError):
@@ -166,10 +168,10 @@ def check(name, value, spec=None, roles_dir=ROLES_DIR):
     one = {k: v for k, v in spec.items() if k in ("type", "elements", "choices", "default", "required")}
     one.pop("required", None)
     if kind == "list" and value is not None and not isinstance(value, (list, tuple, str, int, float, bool)):
-        return value, "%s must be %s, got %s (%s)" % (name, form(spec), _show(value), type_name(value))
+        return value, "%s must be %s, got %s (%s)" % (name, form(spec), show(value), type_name(value))
     result = ArgumentSpecValidator({"x": one}).validate({"x": _plain(value)})
     if result.error_messages:
-        return value, "%s must be %s, got %s (%s)" % (name, form(spec), _show(value), type_name(value))
+        return value, "%s must be %s, got %s (%s)" % (name, form(spec), show(value), type_name(value))
     return result.validated_parameters["x"], None
 
 
