@@ -15,6 +15,7 @@ import re
 
 from ansible.errors import AnsibleFilterError
 
+from ansible_collections.gpuhost.inference.plugins.module_utils.gpuhost_values import as_float as _num
 from ansible_collections.gpuhost.inference.plugins.module_utils.gpuhost_values import show as _show
 from ansible_collections.gpuhost.inference.plugins.module_utils.gpuhost_values import check as _typed
 from ansible_collections.gpuhost.inference.plugins.module_utils.vllm_engine import engine_deaths
@@ -41,16 +42,6 @@ def _dict(value, name, what):
     if not isinstance(value, dict):
         raise AnsibleFilterError("%s expects %s as a dict, got %s" % (name, what, type(value).__name__))
     return value
-
-
-def _num(value):
-    """A float from an int/float/numeric string, else None (bools are not numbers)."""
-    if isinstance(value, bool) or value is None:
-        return None
-    try:
-        return float(value)
-    except (TypeError, ValueError):
-        return None
 
 
 def _int(value, default=0):

@@ -15,6 +15,7 @@ import datetime
 
 from ansible.errors import AnsibleFilterError
 
+from ansible_collections.gpuhost.inference.plugins.module_utils.gpuhost_values import as_float as _num
 from ansible_collections.gpuhost.inference.plugins.module_utils.gpuhost_textfile import Family, render
 from ansible_collections.gpuhost.inference.plugins.module_utils.prometheus_text import totals
 
@@ -23,17 +24,6 @@ SPEC_COUNTERS = {
     "draft_tokens": "vllm:spec_decode_num_draft_tokens_total",
     "accepted_tokens": "vllm:spec_decode_num_accepted_tokens_total",
 }
-
-
-def _num(value):
-    if isinstance(value, bool) or value is None:
-        return None
-    if isinstance(value, (int, float)):
-        return float(value)
-    try:
-        return float(str(value).strip())
-    except ValueError:
-        return None
 
 
 def _figure(value, key):

@@ -85,6 +85,16 @@ def as_int(value, default=0):
             return default
 
 
+def as_float(value):
+    """A float from an int, a float or a numeric string, else None (a bool is not a number, nor is None)."""
+    if isinstance(value, bool) or value is None:
+        return None
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return None
+
+
 def owner_role(name, roles):
     """The role owning variable `name`: the longest role name that prefixes it with '_' (None: no role)."""
     owners = [role for role in roles if str(name).startswith(role + "_")]
