@@ -1,7 +1,13 @@
-"""Render each role's variable table from its meta/argument_specs.yml into the role's README.md.
+"""Render the docs that restate the collection's own files: each role's variable table from its
+meta/argument_specs.yml into the role's README.md, and (without ROLE arguments) the role list and the plays.
 
-    python3 scripts/gen-role-docs.py [ROLE ...]          rewrite the tables (every role by default)
+    python3 scripts/gen-role-docs.py [ROLE ...]          rewrite the tables (every role and the lists by default)
     python3 scripts/gen-role-docs.py --check [ROLE ...]  exit 1 when a table is out of date (the unit tests run it)
+
+The role list (playbooks/vars/roles.yml: each role's `does` and `owns`) becomes README.md's role table
+(`<!-- BEGIN roles readme -->`) and docs/CONTRACTS.md's (`<!-- BEGIN roles contracts -->`); the plays of
+playbooks/site.yml (the first paragraph of the comment right above each play, its hosts and its roles) become the
+numbered list `<!-- BEGIN plays -->` in docs/fleet.md and docs/CONTRACTS.md. Those markers must be there.
 
 A table sits in roles/ROLE/README.md between `<!-- BEGIN vars ROLE -->` and `<!-- END vars ROLE -->`;
 everything outside the markers is hand-written and left alone. A README without the markers gets a
@@ -21,6 +27,8 @@ import yaml
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 ROLES = os.path.join(ROOT, "roles")
+ROLE_LIST = os.path.join("playbooks", "vars", "roles.yml")
+SITE = os.path.join("playbooks", "site.yml")
 
 BEGIN = "<!-- BEGIN vars {role} -->"
 END = "<!-- END vars {role} -->"
@@ -135,6 +143,120 @@ def render(role: str, readme: str) -> str:
     return readme.rstrip("\n") + f"\n\n## Variables\n\n{block}\n"
 
 
+def _read(rel: str) -> str:
+    with open(os.path.join(ROOT, rel), encoding="utf-8") as fh:
+        return fh.read()
+
+
+def role_list() -> list[dict]:
+    return yaml.safe_load(_read(ROLE_LIST))["gpuhost_roles"]
+
+
+def roles_readme() -> str:
+    rows = ["| role | does | README |", "| --- | --- | --- |"]
+    rows += [f"| `gpuhost.inference.{e['role']}` | {cell(e['does'])} | [roles/{e['role']}](roles/{e['role']}/README.md) |"
+             for e in role_list()]
+    return "\n".join(rows)
+
+
+def roles_contracts() -> str:
+    rows = ["| role | public prefix | owns on the host |", "| --- | --- | --- |"]
+    rows += [f"| {e['role']} | `{e['role']}_` | {cell(e['owns'])} |" for e in role_list()]
+    return "\n".join(rows)
+
+
+# `docs/router.md` in a play's comment, as a link from a page in docs/.
+DOC_LINK = re.compile(r"\bdocs/([\w.-]+\.md)\b")
+
+
+def plays() -> list[dict]:
+    """site.yml's plays: {text: the first paragraph of the comment right above the play, hosts, roles}."""
+    text = _read(SITE)
+    found = []
+    lines = text.splitlines()
+    for i, line in enumerate(lines):
+        if not line.startswith("- name: "):
+            continue
+        block = []
+        j = i - 1
+        while j >= 0 and lines[j].startswith("#"):
+            block.insert(0, lines[j][1:].strip())
+            j -= 1
+        paragraph = " ".join(block[:block.index("")] if "" in block else block)
+        if not paragraph:
+            raise ValueError(f"{SITE}: the play {line[8:]!r} has no comment right above it that says what it does")
+        found.append({"text": paragraph})
+    loaded = yaml.safe_load(text)
+    if len(loaded) != len(found):
+        raise ValueError(f"{SITE}: {len(loaded)} plays, {len(found)} found at the start of a line")
+    for entry, play in zip(found, loaded):
+        entry["hosts"] = play["hosts"]
+        entry["roles"] = [(r["role"] if isinstance(r, dict) else r).rsplit(".", 1)[-1] for r in play.get("roles", [])]
+    return found
+
+
+def plays_list() -> str:
+    items = []
+    for number, play in enumerate(plays(), 1):
+        where = "" if "{{" in play["hosts"] else f"on `{play['hosts']}`"
+        roles = f" ({', '.join(play['roles'])})" if play["roles"] else ""
+        text = DOC_LINK.sub(lambda m: f"[{m.group(1)}]({m.group(1)})", play["text"])
+        head = (where + roles + ": ") if where else ""
+        items.append(f"{number}. {head}{text[0].lower() + text[1:] if head else text}")
+    return f"`site.yml` has {len(items)} plays (the comment above each play in `{SITE}`):\n\n" + "\n".join(items)
+
+
+# (file, marker, renderer): the blocks generated from the role list and site.yml.
+SITE_BLOCKS = (
+    ("README.md", "roles readme", roles_readme),
+    (os.path.join("docs", "CONTRACTS.md"), "roles contracts", roles_contracts),
+    (os.path.join("docs", "CONTRACTS.md"), "plays", plays_list),
+    (os.path.join("docs", "fleet.md"), "plays", plays_list),
+)
+
+
+def render_site_block(text: str, marker: str, content: str) -> str | None:
+    """The text with the block between `<!-- BEGIN marker -->` and `<!-- END marker -->` replaced; None: no markers."""
+    begin, end = f"<!-- BEGIN {marker} -->", f"<!-- END {marker} -->"
+    pattern = re.compile(re.escape(begin) + r".*?" + re.escape(end), flags=re.S)
+    if not pattern.search(text):
+        return None
+    return pattern.sub(lambda _m: f"{begin}\n{content}\n{end}", text, count=1)
+
+
+def site_docs(check: bool) -> tuple[list[str], list[str]]:
+    """Rewrite (or check) the blocks of SITE_BLOCKS: (stale files, broken files)."""
+    stale, broken = [], []
+    texts = {}
+    for rel, marker, renderer in SITE_BLOCKS:
+        old = texts.setdefault(rel, _read(rel))
+        try:
+            new = render_site_block(old, marker, renderer())
+        except (OSError, yaml.YAMLError, KeyError, TypeError, ValueError) as exc:
+            print(f"{rel}: cannot render the {marker} block: {type(exc).__name__}: {exc}", file=sys.stderr)
+            broken.append(rel)
+            continue
+        if new is None:
+            print(f"{rel}: has no <!-- BEGIN {marker} --> ... <!-- END {marker} --> block", file=sys.stderr)
+            broken.append(rel)
+            continue
+        texts[rel] = new
+    for rel, new in texts.items():
+        if new == _read(rel):
+            continue
+        stale.append(rel)
+        if check:
+            print(f"{rel}: the blocks generated from {ROLE_LIST} and {SITE} are out of date", file=sys.stderr)
+            diff = difflib.unified_diff(_read(rel).splitlines(), new.splitlines(), rel, rel + " (generated)", n=0, lineterm="")
+            for line in list(diff)[:12]:
+                print("  " + line[:200], file=sys.stderr)
+        else:
+            with open(os.path.join(ROOT, rel), "w", encoding="utf-8") as fh:
+                fh.write(new)
+            print(f"{rel}: generated blocks rewritten")
+    return stale, broken
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--check", action="store_true", help="exit 1 when a table is out of date; change nothing")
@@ -176,6 +298,10 @@ def main() -> int:
             with open(path, "w", encoding="utf-8") as fh:
                 fh.write(new)
             print(f"{rel}: variable table rewritten")
+    if not args.roles:
+        site_stale, site_broken = site_docs(args.check)
+        stale += site_stale
+        broken += site_broken
     if args.check and stale:
         print("run: python3 scripts/gen-role-docs.py", file=sys.stderr)
     return 1 if broken or (args.check and stale) else 0

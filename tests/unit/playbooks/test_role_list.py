@@ -1,8 +1,10 @@
 """The one role list (issue 30): playbooks/vars/roles.yml names each public role of the collection and the inventory
 group whose hosts run it; site.yml's first play is driven by it. These tests fail when a role under roles/ (not an
-internal `_`-prefixed one) is missing from the list, from site.yml, from README.md's role list or from
-docs/CONTRACTS.md, when the first play hand-types a role name again, or when a preflight stops taking its variables
-by name prefix. The cases of the rendering are in data/site_preflight_cases.yaml (`role_list`)."""
+internal `_`-prefixed one) is missing from the list or from site.yml, when the first play hand-types a role name
+again, or when a preflight stops taking its variables by name prefix. README.md's and docs/CONTRACTS.md's role
+tables and the plays listed in docs/fleet.md and CONTRACTS.md are generated from the list and site.yml by
+scripts/gen-role-docs.py (tests/unit/roles/test_readme_vars.py runs its --check). The cases of the rendering are in
+data/site_preflight_cases.yaml (`role_list`), each over a role list of its own."""
 from __future__ import annotations
 
 import os
@@ -51,9 +53,11 @@ def test_the_list_names_every_public_role_once():
         % (LIST_FILE, sorted(set(public_roles()) - set(names)), sorted(set(names) - set(public_roles()))))
 
 
-def test_every_entry_has_a_role_and_a_group_and_known_keys():
+def test_every_entry_has_a_role_a_group_its_docs_and_known_keys():
     for entry in role_list():
-        assert set(entry) <= {"role", "group", "stops_the_run"}, entry
+        assert set(entry) <= {"role", "group", "stops_the_run", "does", "owns"}, entry
+        assert all(isinstance(entry.get(key), str) and entry[key].strip() for key in ("does", "owns")), (
+            "%s: `does` and `owns` (README.md's and docs/CONTRACTS.md's tables are generated from them)" % entry["role"])
         assert re.fullmatch(r"[a-z][a-z0-9_]*", entry["role"]), entry
         assert re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", entry["group"]), entry
         assert isinstance(entry.get("stops_the_run", False), bool), entry
@@ -74,22 +78,6 @@ def test_every_role_runs_in_a_play_of_its_group(role):
     assert plays, "no play of playbooks/site.yml runs gpuhost.inference.%s" % role
     assert all(p["hosts"] == group for p in plays), "gpuhost.inference.%s runs on %s, the list says %s" % (
         role, [p["hosts"] for p in plays], group)
-
-
-@pytest.mark.parametrize("role", public_roles())
-def test_the_readme_lists_every_role(role):
-    readme = read("README.md")
-    row = re.search(r"^\| `gpuhost\.inference\.%s` \|.*$" % role, readme, re.M)
-    assert row, "README.md's role table has no row for gpuhost.inference.%s" % role
-    assert "(roles/%s/README.md)" % role in row.group(0), "README.md's row of %s does not link its README" % role
-
-
-@pytest.mark.parametrize("role", public_roles())
-def test_contracts_lists_every_role(role):
-    contracts = read("docs", "CONTRACTS.md")
-    section = contracts.split("## Roles and the names they share", 1)[1].split("\n## ", 1)[0]
-    assert re.search(r"^\| %s \| `%s_` \|" % (role, role), section, re.M), \
-        "docs/CONTRACTS.md 'Roles and the names they share' has no row for %s" % role
 
 
 def test_contracts_names_the_list_file():
@@ -126,10 +114,9 @@ def test_every_refusal_of_bad_input_reads_alike(role):
 @pytest.mark.parametrize("case", CASES, ids=case_ids(CASES))
 def test_the_first_play_renders_from_the_list(case):
     """The play's hosts, the host's roles and the roles whose refusal stops the run, rendered by Ansible's templar
-    from the play's own expressions over a role list (the real one where the case gives none)."""
+    from the play's own expressions over the case's role list."""
     play = site_plays()[0]
-    variables = dict(trusted(play["vars"]), gpuhost_roles=case.get("gpuhost_roles", role_list()),
-                     group_names=case["group_names"])
+    variables = dict(trusted(play["vars"]), gpuhost_roles=case["gpuhost_roles"], group_names=case["group_names"])
     templar = Templar(loader=DataLoader(), variables=variables)
     preflight = {t["name"]: t for t in play["tasks"]}
     host_roles = {
@@ -146,37 +133,6 @@ def test_development_md_has_the_checklist():
     for needle in (LIST_FILE, "query('ansible.builtin.varnames', '^<role>_')", "line_errors", "meta/argument_specs.yml",
                    "test_bad_inputs.py", "gen-role-docs.py", "changelogs/fragments", "test_role_list.py", "_common"):
         assert needle in section, "docs/development.md 'Adding a role' does not name %s" % needle
-
-
-_WORDS = {1: "one", 2: "two", 3: "three", 4: "four", 5: "five", 6: "six", 7: "seven", 8: "eight", 9: "nine"}
-
-
-@pytest.mark.parametrize("where, pattern", [
-    (("playbooks", "site.yml"), r"\b(\w+) plays:"),
-    (("docs", "fleet.md"), r"`site\.yml` has (\w+) plays"),
-    (("docs", "CONTRACTS.md"), r"^- (\w+) plays\. Play 1"),
-])
-def test_the_docs_count_the_plays_of_site_yml(where, pattern):
-    """The plays described in prose are the plays there are (the router's play went undescribed once, issue 30)."""
-    found = re.search(pattern, read(*where), re.MULTILINE | re.IGNORECASE)
-    assert found, "%s no longer says how many plays site.yml has (%s)" % ("/".join(where), pattern)
-    assert found.group(1).lower() == _WORDS[len(site_plays())], "%s says %s plays; playbooks/site.yml has %d" % (
-        "/".join(where), found.group(1), len(site_plays()))
-
-
-def test_site_yml_header_describes_every_play():
-    """The header of playbooks/site.yml has a `Play N` paragraph for each of its plays."""
-    header = read("playbooks", "site.yml").split("\n- name:")[0]
-    for number in range(1, len(site_plays()) + 1):
-        assert re.search(r"^# Play %d\b" % number, header, re.MULTILINE), "site.yml's header does not describe play %d" % number
-
-
-def test_fleet_md_numbers_every_play():
-    """docs/fleet.md lists the plays as a numbered list, one item a play."""
-    text = read("docs", "fleet.md")
-    block = text.split("plays:", 1)[1].split("\n\n", 2)[1]
-    items = re.findall(r"^(\d+)\. ", block, re.MULTILINE)
-    assert [int(i) for i in items] == list(range(1, len(site_plays()) + 1)), items
 
 
 def _includes(items):

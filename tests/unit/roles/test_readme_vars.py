@@ -1,4 +1,6 @@
-"""Each role's README.md carries its variable table, generated from the role's argument specs: it must be current."""
+"""Each role's README.md carries its variable table, generated from the role's argument specs; README.md's and
+docs/CONTRACTS.md's role tables and the plays in docs/fleet.md and CONTRACTS.md are generated from the role list and
+playbooks/site.yml: all must be current (scripts/gen-role-docs.py --check)."""
 from __future__ import annotations
 
 import os
@@ -12,7 +14,7 @@ from ansible_collections.gpuhost.inference.tests.unit.paths import ROOT
 ROLES = os.path.join(ROOT, "roles")
 
 
-def test_role_readme_variable_tables_are_current():
+def test_generated_docs_are_current():
     proc = subprocess.run([sys.executable, os.path.join(ROOT, "scripts", "gen-role-docs.py"), "--check"],
                           capture_output=True, text=True, check=False)
     assert proc.returncode == 0, proc.stderr
