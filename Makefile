@@ -5,7 +5,7 @@ ENV := set -euo pipefail; . scripts/lab-env.sh;
 SCENARIOS ?= default e2e
 
 .PHONY: help bootstrap image apt-pool wheelhouse-cpu wheelhouse-double wheelhouse model cuda-proof lab \
-        lint sanity unit build molecule test demo demo-down clean
+        agents lint sanity unit build molecule test demo demo-down clean
 
 help:
 	@echo "make demo    - build the lab box and run site.yml against it (real vLLM 0.28.0 CPU build)"
@@ -37,6 +37,10 @@ wheelhouse: bootstrap
 model: wheelhouse-cpu
 	@$(ENV) bash scripts/tiny-model.sh
 
+# The coding agents' CLIs (npm; Node from the distribution when missing): only the e2e scenario runs them.
+agents: bootstrap
+	@$(ENV) bash scripts/agents.sh
+
 # Opt-in, not in CI (about 4 GB of wheels, an 8 GB venv): scripts/cuda-proof.sh.
 cuda-proof: bootstrap
 	@$(ENV) bash scripts/cuda-proof.sh
@@ -54,7 +58,7 @@ unit: bootstrap
 build: bootstrap
 	@$(ENV) bash scripts/test.sh build
 
-molecule: image apt-pool wheelhouse-double model
+molecule: image apt-pool wheelhouse-double model $(if $(filter e2e,$(SCENARIOS)),agents)
 	@$(ENV) bash scripts/test.sh $(addprefix molecule-,$(SCENARIOS))
 
 test:

@@ -48,15 +48,5 @@ if [ ! -x "$prom/usr/bin/promtool" ]; then
   rm -rf "$prom" && mkdir -p "$prom" && dpkg -x "$tmp"/prometheus_*.deb "$prom"
   rm -rf "$tmp"
 fi
-# The coding agents' CLIs, pinned, for the e2e (molecule/e2e/side_effect_agents.yml runs them headless against the
-# lab box): in the shared cache beside the wheelhouses (about 760 MB, native binaries), installed again only when a
-# pin changes.
-agents=$GPUHOST_CACHE/agents
-agents_pins="@anthropic-ai/claude-code@2.1.328 @openai/codex@0.169.0"
-if [ "$(cat "$agents/.pins" 2>/dev/null)" != "$agents_pins" ] || [ ! -x "$agents/node_modules/.bin/claude" ]; then
-  step "coding agents' CLIs from npm into $agents ($agents_pins)"
-  # shellcheck disable=SC2086  # the pins are words
-  npm install --no-audit --no-fund --loglevel=error --prefix "$agents" $agents_pins
-  echo "$agents_pins" >"$agents/.pins"
-fi
+# The coding agents' CLIs (npm) are not here: only the e2e scenario runs them (scripts/agents.sh, its own stage).
 step "bootstrap done"

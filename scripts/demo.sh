@@ -9,18 +9,43 @@ set -euo pipefail
 cd "$REPO_ROOT"
 box=gpuhost-demo
 t0=$(date +%s)
-bash scripts/bootstrap.sh
-bash scripts/lab-image.sh
-bash scripts/apt-pool.sh
-bash scripts/wheelhouse.sh cpu "$WHEELHOUSE_CPU"
-bash scripts/tiny-model.sh
+# Where the seconds go: each step's time, printed at the end ("name seconds" lines).
+times=$(mktemp)
+shown=
+trap '[ -n "$shown" ] || { echo "where the seconds went (until it stopped):"; cat "$times"; }; rm -f "$times" "${side_log:-}"' EXIT
+timed() {
+  local name=$1 t rc=0
+  shift
+  t=$(date +%s)
+  "$@" || rc=$?
+  printf '%-34s %4s s%s\n' "$name" "$(( $(date +%s) - t ))" "$([ $rc -eq 0 ] || echo " (FAILED rc=$rc)")" >>"$times"
+  return "$rc"
+}
+timed bootstrap bash scripts/bootstrap.sh
+# The lab image and its apt pool (apt, debootstrap) beside the CPU wheelhouse and the tiny model (pip): independent,
+# mostly waiting on downloads and disks, so side by side the slower of the two sets the pace. The image's output is
+# printed after the other's.
+side_log=$(mktemp)
+( timed "lab image (beside the next two)" bash scripts/lab-image.sh && timed "apt pool (beside)" bash scripts/apt-pool.sh ) \
+  >"$side_log" 2>&1 &
+side=$!
+timed "wheelhouse cpu" bash scripts/wheelhouse.sh cpu "$WHEELHOUSE_CPU"
+timed "tiny model" bash scripts/tiny-model.sh
+side_rc=0
+wait "$side" || side_rc=$?
+cat "$side_log"
+[ "$side_rc" -eq 0 ] || { echo "the lab image or its apt pool failed (rc $side_rc): its output above" >&2; exit "$side_rc"; }
 step "lab box $box"
-bash scripts/lab-box.sh up "$box" rtx3090x2
+timed "lab box" bash scripts/lab-box.sh up "$box" rtx3090x2
 step "ansible-playbook -i inventories/demo site.yml (installs vLLM 0.28.0 CPU build: a few minutes the first time)"
-ansible-playbook -i inventories/demo site.yml "$@"
+# profile_tasks: each task's time, and the slowest at the end of the run.
+ANSIBLE_CALLBACKS_ENABLED=ansible.posix.profile_tasks PROFILE_TASKS_TASK_OUTPUT_LIMIT=15 \
+  timed "site.yml (slowest tasks above)" ansible-playbook -i inventories/demo site.yml "$@"
 # shellcheck disable=SC2012  # newest by mtime; the report names are ours (no odd characters)
 latest=$(ls -t reports/"$box"/*.md 2>/dev/null | head -1 || true)
-step "done in $(( $(date +%s) - t0 )) s"
+step "done in $(( $(date +%s) - t0 )) s; where the seconds went:"
+cat "$times"
+shown=1
 if [ -n "$latest" ]; then
   echo "Verification report: $latest (JSON beside it)"
   echo
@@ -45,7 +70,8 @@ box (127.0.0.1:9100, 127.0.0.1:9090); ask Prometheus with its own promtool:
   podman exec $box cat /var/lib/prometheus/node-exporter/gpuhost_gpu.prom
 Grafana dashboards to import: roles/fleet_prometheus/files/dashboards/*.json
 Coding agents (docs/agents.md): configs sized to the served profile, written by the verification, in
-  reports/$box/agents/ (Claude Code settings.json and env, Codex config.toml, opencode.json, openai.env). An
+  reports/$box/agents/ (Claude Code settings.json and env, Codex config.toml, opencode.json, openai.env); the
+  pinned CLIs of Claude Code and Codex: bash scripts/agents.sh (npm, about 760 MB, not needed by the demo). An
   agent's first request is 12k-35k tokens: serve the 32k profile first (bash scripts/demo.sh -e
   vllm_service_profile=lab_agents). The box has no network of its own: run the agent here in its network
   namespace (the files name 127.0.0.1:8000), e.g. (a server with a key: export VLLM_API_KEY first)

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The stages of `make test`, each timed: `scripts/test.sh all` or a list of stage names
-# (bootstrap image apt-pool wheelhouse model molecule-start lint sanity unit build molecule molecule-default
+# (bootstrap image apt-pool wheelhouse model agents molecule-start lint sanity unit build molecule molecule-default
 # molecule-e2e). `all` starts both scenarios at once, before the checks: e2e (the real vLLM, mostly one core)
 # beside default (the test double, fault cases included); each one's log goes to
 # reports/logs/molecule-<scenario>.log and is printed when it ends, then a summary; at the very end each
@@ -12,7 +12,7 @@ cd "$REPO_ROOT" || exit 1
 stages=("$@")
 [ ${#stages[@]} -gt 0 ] || stages=(all)
 if [ "${stages[0]}" = all ]; then
-  stages=(bootstrap image apt-pool wheelhouse model molecule-start lint sanity unit build molecule)
+  stages=(bootstrap image apt-pool wheelhouse model agents molecule-start lint sanity unit build molecule)
 fi
 declare -a report=()
 # One scenario, its output in a log file; prints the log and a one-line result when it ends.
@@ -86,6 +86,8 @@ stage_commands() {
     wheelhouse) bash scripts/wheelhouse.sh double "$WHEELHOUSE_DOUBLE" && bash scripts/wheelhouse.sh cpu "$WHEELHOUSE_CPU" &&
       bash scripts/wheelhouse.sh router "$WHEELHOUSE_ROUTER" ;;
     model) bash scripts/tiny-model.sh ;;
+    # The coding agents' CLIs: only e2e runs them (molecule/e2e/side_effect_agents.yml).
+    agents) bash scripts/agents.sh ;;
     lint) yamllint --strict . && ansible-lint --profile production && antsibull-changelog lint ;;
     sanity) bash scripts/ansible-test.sh sanity ;;
     unit) bash scripts/ansible-test.sh units ;;
