@@ -285,6 +285,7 @@ def test_site_router_plays():
     # where a refused router stops the run (stops_the_run: the checks imported with any_errors_fatal).
     with open(os.path.join(ROOT, "playbooks", "vars", "roles.yml"), encoding="utf-8") as fh:
         listed = yaml.safe_load(fh)["gpuhost_roles"]
-    assert {"role": "vllm_router", "group": "vllm_routers", "stops_the_run": True} in listed
+    assert {"role": "vllm_router", "group": "vllm_routers", "stops_the_run": True} in [
+        {key: entry.get(key) for key in ("role", "group", "stops_the_run")} for entry in listed]
     fatal = [t for t in plays[preflight]["tasks"] if t.get("any_errors_fatal")]
     assert [t["ansible.builtin.import_tasks"] for t in fatal] == ["tasks/site_preflight.yml"]
