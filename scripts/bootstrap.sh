@@ -2,20 +2,32 @@
 # Tooling for `make test` and `make demo`, idempotent: the venv with the pinned dev requirements,
 # the containers.podman and ansible.posix collections taken from the 'ansible' package on PyPI (Galaxy is not
 # reachable), and the link that lets Ansible find this checkout as gpuhost.inference.
+#   bash scripts/bootstrap.sh        everything `make test` runs
+#   bash scripts/bootstrap.sh demo   only what `make demo` runs: ansible-core and its pinned neighbours (the lines of
+#                                    requirements-dev.txt marked `# demo`), the collections; no test tooling
+#                                    (molecule, linters, pytest: a later full bootstrap adds them), no promtool
 set -euo pipefail
 # shellcheck source=scripts/lab-env.sh
 . "$(dirname "$0")/lab-env.sh"
+mode=${1:-all}
 req=$REPO_ROOT/requirements-dev.txt
 stamp=$VENV/.requirements.sha256
 sum=$(sha256sum "$req" | cut -d' ' -f1)
-if [ ! -x "$VENV/bin/python" ] || [ "$(cat "$stamp" 2>/dev/null)" != "$sum" ]; then
+demo_sum=$(grep -E '# demo$' "$req" | sha256sum | cut -d' ' -f1)
+have=$(cat "$stamp" 2>/dev/null || true)
+if [ -x "$VENV/bin/python" ] && { [ "$have" = "$sum" ] || { [ "$mode" = demo ] && [ "$have" = "demo $demo_sum" ]; }; }; then
+  step "tooling venv up to date"
+elif [ "$mode" = demo ]; then
+  step "tooling venv $VENV for the demo (ansible-core and the lines of requirements-dev.txt marked # demo)"
+  python3 -m venv "$VENV"
+  grep -E '# demo$' "$req" | sed 's/ *#.*//' | xargs "$VENV/bin/python" -m pip install -q --progress-bar off
+  echo "demo $demo_sum" >"$stamp"
+else
   step "tooling venv $VENV (pip install -r requirements-dev.txt; a minute or two the first time)"
   python3 -m venv "$VENV"
   "$VENV/bin/python" -m pip install -q --upgrade pip
   "$VENV/bin/python" -m pip install -q --progress-bar off -r "$req"
   echo "$sum" >"$stamp"
-else
-  step "tooling venv up to date"
 fi
 coll=$CACHE_DIR/collections/ansible_collections
 mkdir -p "$coll/gpuhost"
@@ -34,6 +46,10 @@ with zipfile.ZipFile(whl) as z:
             z.extract(n, sys.argv[2].rsplit("ansible_collections", 1)[0])
 PY
   rm -rf "$tmp"
+fi
+if [ "$mode" = demo ]; then
+  step "bootstrap (demo) done"
+  exit 0
 fi
 # molecule/resources/create.yml imports molecule-plugins' podman create playbook by this fixed path.
 ln -sfn "$("$VENV/bin/python" -c 'import os, molecule_plugins.podman as m; print(os.path.dirname(m.__file__))')/playbooks" \

@@ -21,7 +21,7 @@ timed() {
   printf '%-34s %4s s%s\n' "$name" "$(( $(date +%s) - t ))" "$([ $rc -eq 0 ] || echo " (FAILED rc=$rc)")" >>"$times"
   return "$rc"
 }
-timed bootstrap bash scripts/bootstrap.sh
+timed "bootstrap (demo)" bash scripts/bootstrap.sh demo
 # The lab image and its apt pool (apt, debootstrap) beside the CPU wheelhouse and the tiny model (pip): independent,
 # mostly waiting on downloads and disks, so side by side the slower of the two sets the pace. The image's output is
 # printed after the other's.
