@@ -42,6 +42,7 @@ options:
       - name: ansible_pipelining
 """
 
+import hashlib
 import json
 import os
 import shlex
@@ -82,7 +83,10 @@ class Connection(ConnectionBase):
         self._pid = None
 
     def _cache_file(self):
-        return os.path.join(tempfile.gettempdir(), "lab_podman-%d" % os.getuid(), "%s.json" % self._container)
+        """One file per container name and podman storage: two lab states (GPUHOST_CACHE moved) may each hold a box of
+        the same name, and the cached PID of the one must not answer for the other."""
+        storage = hashlib.sha256(os.environ.get("CONTAINERS_STORAGE_CONF", "").encode("utf-8")).hexdigest()[:12]
+        return os.path.join(tempfile.gettempdir(), "lab_podman-%d" % os.getuid(), "%s-%s.json" % (self._container, storage))
 
     def _container_pid(self):
         """The container's PID 1 on this host: from a cache file while that process lives, else podman."""
