@@ -2,22 +2,32 @@
 # Copyright: (c) 2026, gpuhost.inference contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """The HTTP side of the probe's client: a vLLM OpenAI-compatible server (Endpoint), the streamed
-completion's SSE parser, and the engine that runs many streams at once.
+completion's SSE events, and many streams at once -- on aiohttp.
 
-Python standard library only (sockets and selectors; http.client and threads for https), never
-imports AnsibleModule, so the vllm_probe module runs on any target and the benchmark scripts
-import it without Ansible (benchmarks/bench_common.py):
+Why aiohttp: it is the client of vLLM's own ``vllm bench serve`` (so the probe reads a stream the way
+vLLM's benchmark does), vLLM 0.28.0 depends on it (every vLLM venv has it: the CPU wheelhouse holds
+aiohttp 3.14.5; vllm_probe and vllm_agent_probe run with the venv's python), its C parser (llhttp)
+does the HTTP/1.1 framing and the chunked decoding, and one event loop runs every stream, plain http
+and https alike (no thread per stream). httpx, also in the venv (under the OpenAI and Anthropic SDKs),
+runs a stream per thread or per anyio task at a higher cost per token; the agent surfaces use it
+through the SDKs, as the agents do. What is left here is the SSE event parser (SseParser: a few
+lines over the body bytes aiohttp hands out) and the timings.
 
     ep = Endpoint("http://127.0.0.1:8000", api_key=None)
     status, models = ep.get_json("/v1/models")
     res = ep.stream_completion(payload)          # one request -> RequestResult
     results, wall_s = run_streams(ep, sources)   # many streams at once -> [RequestResult]
 
-Plain http goes through one thread and a selector (non-blocking sockets, one wake-up for every
-socket that has data). https keeps the threaded path (http.client + ssl, one thread per stream):
-a non-blocking TLS socket adds handshake and want-read/want-write states to every step of the
-selector engine, and bytes that TLS has already decrypted and buffered never wake the selector,
-so it would be a second engine in all but name, and one without a TLS server double to test it.
+Outside a venv (vllm_verify_wait runs as root with the host's python, also while the venv is
+replaced or rolled back) plain_request is the one standard-library helper: Ansible's own open_url
+for a few short GET/POST requests, no streams.
+
+Transport hiccups: a request that fails before any byte of an answer came (connection refused or
+reset, the server closing a kept-alive connection without answering) is sent again the way the
+OpenAI and Anthropic Python SDKs do it (their DEFAULT_MAX_RETRIES 2, a pause of 0.5 s x 2^n, at most
+8 s, less 0-25 % jitter: ``_calculate_retry_timeout`` of their ``_base_client``); the retries are
+counted (RequestResult.retries). An answer with an error status, an error event in a stream, a
+stream cut short and a timeout are not retried: they are what an agent's user would see fail.
 
 Output tokens are counted from the stream's final ``usage`` chunk (``stream_options:
 {include_usage: true}``), never from the number of chunks: with speculative decoding one chunk
@@ -25,60 +35,86 @@ carries several tokens.
 """
 from __future__ import annotations
 
-import errno
-import http.client
+import asyncio
 import json
 import os
+import random
 import re
-import selectors
-import socket
 import ssl
-import threading
 import time
+import traceback
 from urllib.parse import urlsplit
 
 from ansible_collections.gpuhost.inference.plugins.module_utils.vllm_stats import round_or_none
 
+try:
+    import aiohttp
+except ImportError:
+    aiohttp = None
+    AIOHTTP_IMPORT_ERROR = traceback.format_exc()
+else:
+    AIOHTTP_IMPORT_ERROR = None
+
+HAS_AIOHTTP = aiohttp is not None
+
 __all__ = [
+    "AIOHTTP_IMPORT_ERROR",
     "BURST_READS",
     "ClientError",
     "Endpoint",
+    "HAS_AIOHTTP",
+    "MAX_RETRIES",
     "RequestResult",
     "SseParser",
     "error_message",
+    "plain_request",
+    "retry_delay",
     "run_streams",
 ]
 
-# A stream whose text came in this many socket reads or fewer is a burst (RequestResult.burst).
+# A stream whose text came in this many body reads or fewer is a burst (RequestResult.burst).
 BURST_READS = 2
-DONE_GRACE_S = 1.0  # after data: [DONE], how long to wait for the end of the HTTP body
+DONE_GRACE_S = 1.0  # after data: [DONE], how long to wait for the end of the HTTP body (to keep the connection)
+# The agents' SDKs (openai and anthropic _constants: DEFAULT_MAX_RETRIES, INITIAL_RETRY_DELAY, MAX_RETRY_DELAY).
+MAX_RETRIES = 2
+INITIAL_RETRY_DELAY = 0.5
+MAX_RETRY_DELAY = 8.0
 
 _RAW_DECODE = json.JSONDecoder().raw_decode
 _TEXT_KEY = re.compile(r'"text"\s*:\s*"(.)', re.S).search
 
 
+def retry_delay(retries_taken, rand=random.random):
+    """The pause before retry number ``retries_taken + 1``, as the SDKs compute it (no Retry-After: a
+    transport failure has no answer to carry one)."""
+    return min(INITIAL_RETRY_DELAY * 2.0 ** min(retries_taken, 1000), MAX_RETRY_DELAY) * (1 - 0.25 * rand())
+
+
 class ClientError(Exception):
     """The server could not be reached or answered something unusable (``kind``: connection, timeout, http)."""
 
-    def __init__(self, msg, kind="connection", status=None, body=None):
+    def __init__(self, msg, kind="connection", status=None, body=None, retries=0):
         super().__init__(msg)
         self.msg = msg
         self.kind = kind
         self.status = status
         self.body = body
+        self.retries = retries
 
 
 class RequestResult:
     """One request: HTTP status, timings (perf_counter seconds) and token counts from ``usage``.
 
     ``error`` is None for a complete 200 stream, else the key it is counted under: the HTTP status
-    as a string (``"400"``, ``"503"``), ``"timeout"``, ``"connection"``, ``"incomplete"`` (the
-    stream ended before ``[DONE]``) or ``"stream_error"`` (an error event inside the stream).
+    as a string (``"400"``, ``"503"``), ``"timeout"``, ``"connection"`` (no answer, after the
+    retries), ``"incomplete"`` (the stream ended before ``[DONE]``) or ``"stream_error"`` (an error
+    event inside the stream). ``retries``: how often it was sent again after a transport failure
+    before any byte of an answer (see the module's docstring).
     """
 
     __slots__ = (
         "status", "error", "message", "t_start", "t_first", "t_last", "t_end", "chunks",
-        "completion_tokens", "prompt_tokens", "usage_seen", "body", "text_reads",
+        "completion_tokens", "prompt_tokens", "usage_seen", "body", "text_reads", "retries",
     )
 
     def __init__(self):
@@ -94,7 +130,8 @@ class RequestResult:
         self.prompt_tokens = None
         self.usage_seen = False
         self.body = None
-        self.text_reads = 0  # socket reads that brought text (see burst)
+        self.text_reads = 0  # body reads that brought text (see burst)
+        self.retries = 0
 
     @property
     def ok(self):
@@ -132,7 +169,7 @@ class RequestResult:
 
     @property
     def burst(self):
-        """A complete stream whose text came in at most BURST_READS socket reads although it has
+        """A complete stream whose text came in at most BURST_READS body reads although it has
         more than BURST_READS tokens: the tokens were not seen as they were made (a client that
         could not read in time, or a proxy that buffers), so its decode rate means nothing."""
         return self.ok and self.output_tokens is not None and self.output_tokens > BURST_READS \
@@ -152,6 +189,7 @@ class RequestResult:
             "usage_seen": self.usage_seen,
             "text_reads": self.text_reads,
             "burst": self.burst,
+            "retries": self.retries,
         }
 
 
@@ -171,8 +209,15 @@ def error_message(body):
     return text.strip()[:2000]
 
 
+def _need_aiohttp():
+    if aiohttp is None:
+        raise ClientError("the probe's HTTP client needs the Python package aiohttp (in every vLLM venv: run the "
+                          "module with the venv's python)\n%s" % AIOHTTP_IMPORT_ERROR, "connection")
+
+
 class Endpoint:
-    """A vLLM server: ``base_url`` (http or https, with or without a path prefix) and an API key."""
+    """A vLLM server: ``base_url`` (http or https, with or without a path prefix) and an API key.
+    ``context``: an ssl.SSLContext for https (default: the system's trust store)."""
 
     def __init__(self, base_url, api_key=None, timeout=60.0, context=None):
         parts = urlsplit(base_url.rstrip("/"))
@@ -180,13 +225,10 @@ class Endpoint:
             raise ValueError("base_url must be http://HOST[:PORT] or https://HOST[:PORT], got %r" % base_url)
         self.base_url = base_url.rstrip("/")
         self.scheme = parts.scheme
-        self.host = parts.hostname
-        self.port = parts.port or (443 if parts.scheme == "https" else 80)
-        self.prefix = parts.path.rstrip("/")
-        self.api_key = api_key or None
         self.timeout = timeout
+        self.api_key = api_key or None
         self.context = context
-        self._address = None
+        self.retries = 0  # plain requests (request, get_json) sent again after a transport failure
         self._headers = {"Content-Type": "application/json", "Accept": "text/event-stream, application/json"}
         if self.api_key:
             self._headers["Authorization"] = "Bearer " + self.api_key
@@ -194,58 +236,55 @@ class Endpoint:
     def url(self, path):
         return self.base_url + path
 
-    def address(self):
-        """(family, sockaddr) of the server, resolved once."""
-        if self._address is None:
-            try:
-                info = socket.getaddrinfo(self.host, self.port, 0, socket.SOCK_STREAM)
-            except socket.gaierror as exc:
-                raise ClientError("no server at %s (%s)" % (self.base_url, exc), "connection") from exc
-            self._address = (info[0][0], info[0][4])
-        return self._address
-
-    def request_bytes(self, method, path, payload):
-        """A whole HTTP/1.1 request (kept alive) for the selector path."""
-        body = json.dumps(payload).encode("utf-8")
-        host = self.host if self.port == 80 else "%s:%d" % (self.host, self.port)
-        if ":" in self.host:
-            host = "[%s]:%d" % (self.host, self.port)
-        lines = ["%s %s HTTP/1.1" % (method, self.prefix + path), "Host: " + host]
-        lines += ["%s: %s" % kv for kv in self._headers.items()]
-        lines += ["Content-Length: %d" % len(body), "", ""]
-        return "\r\n".join(lines).encode("latin-1") + body
-
-    def connection(self, timeout=None):
-        timeout = self.timeout if timeout is None else timeout
-        if self.scheme == "https":
-            return http.client.HTTPSConnection(
-                self.host, self.port, timeout=timeout, context=self.context or ssl.create_default_context(),
-            )
-        return http.client.HTTPConnection(self.host, self.port, timeout=timeout)
-
     def headers(self):
         return dict(self._headers)
 
+    def session(self, streams=1):
+        """An aiohttp session for this server: kept-alive connections, at most ``streams`` of them
+        (as ``vllm bench serve`` sets its connector), TLS with ``context``. Inside a running loop."""
+        _need_aiohttp()
+        connector = aiohttp.TCPConnector(limit=max(1, int(streams)), limit_per_host=0, force_close=False,
+                                         keepalive_timeout=60, ssl=self._ssl())
+        return aiohttp.ClientSession(connector=connector, headers=self._headers, auto_decompress=False,
+                                     timeout=aiohttp.ClientTimeout(total=None))
+
+    def _ssl(self):
+        if self.scheme != "https":
+            return True  # aiohttp's default; plain http has no TLS
+        return self.context or ssl.create_default_context()
+
+    # -- plain requests ------------------------------------------------------------------------
     def request(self, method, path, payload=None, timeout=None):
-        """A plain request -> (status, body bytes). Raises ClientError when no answer comes."""
-        conn = self.connection(timeout)
+        """A plain request -> (status, body bytes). Raises ClientError when no answer comes (after
+        the retries of a transport failure, counted in ``self.retries``)."""
+        _need_aiohttp()
+        return asyncio.run(self._request(method, path, payload, self.timeout if timeout is None else timeout))
+
+    async def _request(self, method, path, payload, timeout):
         body = None if payload is None else json.dumps(payload).encode("utf-8")
-        try:
-            conn.request(method, self.prefix + path, body=body, headers=self._headers)
-            resp = conn.getresponse()
-            return resp.status, resp.read()
-        except ConnectionRefusedError as exc:
-            raise ClientError("no server at %s (connection refused)" % self.base_url, "connection") from exc
-        except (socket.timeout, TimeoutError) as exc:
-            raise ClientError(
-                "no answer from %s within %ss" % (self.url(path), timeout or self.timeout), "timeout",
-            ) from exc
-        except socket.gaierror as exc:
-            raise ClientError("no server at %s (%s)" % (self.base_url, exc), "connection") from exc
-        except (OSError, http.client.HTTPException) as exc:
-            raise ClientError("no usable answer from %s: %s" % (self.url(path), exc), "connection") from exc
-        finally:
-            conn.close()
+        end_by = time.perf_counter() + timeout
+        retries = 0
+        async with self.session() as session:
+            while True:
+                remaining = max(0.001, end_by - time.perf_counter())
+                try:
+                    async with session.request(method, self.url(path), data=body,
+                                               timeout=aiohttp.ClientTimeout(total=remaining)) as resp:
+                        return resp.status, await resp.read()
+                except asyncio.TimeoutError as exc:
+                    raise ClientError("no answer from %s within %ss" % (self.url(path), timeout), "timeout",
+                                      retries=retries) from exc
+                except aiohttp.ClientError as exc:
+                    retry, message = _transport_failure(self, exc)
+                    pause = retry_delay(retries)
+                    if retry and retries < MAX_RETRIES and time.perf_counter() + pause < end_by:
+                        retries += 1
+                        self.retries += 1
+                        await asyncio.sleep(pause)
+                        continue
+                    if retries:
+                        message += " (after %d retries)" % retries
+                    raise ClientError(message, "connection", retries=retries) from exc
 
     def get_json(self, path, timeout=None):
         """GET -> (status, decoded JSON or the text when it is not JSON)."""
@@ -256,185 +295,138 @@ class Endpoint:
         except ValueError:
             return status, text
 
+    # -- streams -------------------------------------------------------------------------------
     def stream_completion(self, payload, timeout=None, deadline=None, keep_body=False):
         """POST /v1/completions with ``stream: true`` and read the SSE stream to its end.
 
-        ``timeout``: socket inactivity limit and the request's whole duration limit (seconds);
-        ``deadline``: an absolute perf_counter() time it must not run past (the overall limit).
-        Never raises for the server's or the network's faults: they end up in ``result.error``.
+        ``timeout``: the request's whole duration limit (seconds); ``deadline``: an absolute
+        perf_counter() time it must not run past (the overall limit). Never raises for the server's
+        or the network's faults: they end up in ``result.error``.
         """
+        _need_aiohttp()
         timeout = self.timeout if timeout is None else timeout
-        result = RequestResult()
-        start = time.perf_counter()
-        end_by = start + timeout
-        if deadline is not None:
-            end_by = min(end_by, deadline)
-        result.t_start = start
-        body = json.dumps(payload).encode("utf-8")
-        conn = self.connection(max(0.001, end_by - start))
-        kept = [] if keep_body else None
-        try:
-            conn.request("POST", self.prefix + "/v1/completions", body=body, headers=self._headers)
-            resp = conn.getresponse()
+
+        async def one():
+            async with self.session() as session:
+                return await _stream(session, self, payload, timeout, deadline, keep_body)
+        return asyncio.run(one())
+
+
+def _transport_failure(endpoint, exc):
+    """(retry, message) of an aiohttp exception raised before any answer: retry for a connection
+    refused or reset, or closed without an answer (the kept-alive race); not for anything else."""
+    if isinstance(exc, aiohttp.ClientConnectorError):
+        code = getattr(getattr(exc, "os_error", None), "errno", None)
+        reason = os.strerror(code).lower() if code else str(exc)
+        return True, "no server at %s (%s)" % (endpoint.base_url, reason)
+    if isinstance(exc, aiohttp.ServerDisconnectedError):
+        return True, "the server closed the connection before answering"
+    if isinstance(exc, aiohttp.ClientOSError):
+        return True, "%s: %s" % (type(exc).__name__, exc)
+    return False, "no usable answer from %s: %s: %s" % (endpoint.base_url, type(exc).__name__, exc)
+
+
+async def _stream(session, endpoint, payload, timeout, deadline=None, keep_body=False, result=None):
+    """One streamed completion on ``session`` -> its RequestResult (never raises for the server's or
+    the network's faults). Transport failures before any byte of an answer are retried (MAX_RETRIES)."""
+    perf = time.perf_counter
+    result = RequestResult() if result is None else result
+    result.t_start = start = perf()
+    end_by = start + timeout
+    if deadline is not None:
+        end_by = min(end_by, deadline)
+    url = endpoint.url("/v1/completions")
+    body = json.dumps(payload).encode("utf-8")
+    kept = [] if keep_body else None
+    resp = None
+    try:
+        while resp is None:
+            remaining = end_by - perf()
+            if remaining <= 0:
+                raise asyncio.TimeoutError()
+            try:
+                resp = await session.post(url, data=body, timeout=aiohttp.ClientTimeout(total=remaining))
+            except aiohttp.ClientError as exc:
+                if isinstance(exc, asyncio.TimeoutError):
+                    raise
+                retry, message = _transport_failure(endpoint, exc)
+                pause = retry_delay(result.retries)
+                if retry and result.retries < MAX_RETRIES and perf() + pause < end_by:
+                    result.retries += 1
+                    await asyncio.sleep(pause)
+                    continue
+                result.error = "connection"
+                result.message = message + (" (after %d retries)" % result.retries if result.retries else "")
+                return result
+        async with resp:
             result.status = resp.status
             if resp.status != 200:
-                data = resp.read()
+                data = await resp.read()
                 result.error = str(resp.status)
                 result.message = error_message(data)
                 result.body = data.decode("utf-8", "replace")
                 return result
-            self._read_stream(resp, result, end_by, kept, conn)
-        except ConnectionRefusedError:
-            result.error = "connection"
-            result.message = "no server at %s (connection refused)" % self.base_url
-        except (socket.timeout, TimeoutError):
+            await _read_events(resp.content, result, kept, perf)
+    except asyncio.TimeoutError:
+        if result.error is None:
             result.error = "timeout"
-            result.message = "no data from %s within %.1fs" % (self.url("/v1/completions"), end_by - start)
-        except (OSError, http.client.HTTPException) as exc:
+            result.message = "no complete answer from %s within %.1fs" % (url, end_by - start)
+    except aiohttp.ClientError as exc:
+        if result.error is None:
             result.error = "connection"
             result.message = "%s: %s" % (type(exc).__name__, exc)
-        finally:
-            result.t_end = time.perf_counter()
-            conn.close()
-            if kept is not None:
-                result.body = b"".join(kept).decode("utf-8", "replace")
-        return result
+    finally:
+        if result.t_end is None:
+            result.t_end = perf()
+        if kept is not None:
+            result.body = b"".join(kept).decode("utf-8", "replace")
+    return result
 
-    @staticmethod
-    def _read_stream(resp, result, end_by, kept, conn):
-        """Read the SSE body straight from the buffered socket (see SseParser for why)."""
-        perf = time.perf_counter
-        parser = SseParser(result, bool(resp.chunked), resp.length)
-        fp = resp.fp
-        sock = getattr(conn, "sock", None)
-        if sock is not None:
-            sock.settimeout(max(0.001, end_by - perf()))
-        while not parser.finished:
-            data = fp.read1(65536)
+
+async def _read_events(content, result, kept, perf):
+    """The SSE body as aiohttp hands it out (de-chunked, whatever had arrived): every read goes to
+    the parser at once (see SseParser). After ``data: [DONE]`` the HTTP body's end is awaited a
+    moment, so that the connection is kept for the stream's next request."""
+    parser = SseParser(result)
+    try:
+        while not parser.done:
+            data = await content.readany()
             if not data:
                 break
             now = perf()
             if kept is not None:
                 kept.append(data)
             parser.feed(data, now)
-            if now > end_by and not parser.finished:
-                raise socket.timeout("deadline")
-        parser.close()
+            if parser.done:
+                result.t_end = now
+    except aiohttp.ClientPayloadError:
+        pass  # the body was cut short: an incomplete stream unless [DONE] had come (parser.close)
+    if parser.done and not content.at_eof():
+        try:
+            await asyncio.wait_for(content.read(), DONE_GRACE_S)
+        except (asyncio.TimeoutError, aiohttp.ClientError):
+            pass
+    parser.close()
 
 
 class SseParser:
-    """The body of a streamed completion: undoes the HTTP chunked framing, splits the SSE events,
-    and records in a RequestResult the text chunks (time of the first and last), ``usage``,
+    """The body of a streamed completion (HTTP framing already undone by aiohttp): splits the SSE
+    events and records in a RequestResult the text chunks (time of the first and last), ``usage``,
     error events and ``data: [DONE]``.
 
-    It takes whatever the socket had (many events at once): http.client's own read1() hands out
-    one HTTP chunk per call, which with vLLM is one token event, and that per-call cost is what
-    limits how many streamed tokens a second one core can take in.
+    It takes whatever the connection had (many events at once) and decodes only what it must: a
+    token event's text is found without a JSON decode, so one core takes in more tokens per second
+    than the streams of a fast server produce.
     """
 
-    __slots__ = ("result", "chunked", "remaining", "raw", "left", "crlf", "buf", "done", "eof", "trailer")
+    __slots__ = ("result", "buf", "done")
 
-    def __init__(self, result, chunked, length=None):
+    def __init__(self, result):
         self.result = result
-        self.chunked = chunked
-        self.remaining = length  # Content-Length, or None (chunked / until close)
-        self.raw = b""           # bytes not yet de-chunked
-        self.left = 0            # data bytes left in the current chunk
-        self.crlf = 0            # bytes of the CRLF after a chunk still to skip
         self.buf = b""           # SSE text not yet split into events
         self.done = False        # data: [DONE] seen
-        self.eof = False         # the body ended (last chunk and its blank line, or Content-Length reached)
-        self.trailer = False     # the last chunk was read, its blank line (or trailers) not yet
-
-    @property
-    def finished(self):
-        return self.done or self.eof
-
-    def _end_trailer(self, rest):
-        """After the last chunk: the body ends at a blank line (after any trailer fields)."""
-        if rest.startswith(b"\r\n") or b"\r\n\r\n" in rest:
-            self.eof = True
-            self.trailer = False
-            self.raw = b""
-        else:
-            self.trailer = True
-            self.raw = rest
-
-    def _dechunk(self, data):
-        raw = self.raw + data if self.raw else data
-        if self.trailer:
-            self._end_trailer(raw)
-            return b""
-        pieces = []
-        pos = 0
-        end = len(raw)
-        left = self.left
-        crlf = self.crlf
-        if left:  # the rest of a chunk cut by the previous read
-            take = min(left, end)
-            pieces.append(raw[:take])
-            pos = take
-            left -= take
-            if not left:
-                crlf = 2
-        if crlf and pos < end:
-            skip = min(crlf, end - pos)
-            pos += skip
-            crlf -= skip
-        if left or crlf:
-            self.raw, self.left, self.crlf = b"", left, crlf
-            return b"".join(pieces)
-        find = raw.find
-        while pos < end:
-            nl = find(b"\r\n", pos)
-            if nl < 0:
-                break
-            line = raw[pos:nl]
-            try:
-                size = int(line.split(b";", 1)[0] if b";" in line else line, 16)
-            except ValueError:
-                self.eof = True
-                if self.result.error is None:
-                    self.result.error = "incomplete"
-                    self.result.message = "bad chunked framing: %r" % line[:40]
-                pos = end
-                break
-            if size == 0:
-                self._end_trailer(raw[nl + 2:])
-                self.left = self.crlf = 0
-                return b"".join(pieces)
-            start = nl + 2
-            stop = start + size
-            if stop + 2 <= end:  # the whole chunk is here (the usual case)
-                pieces.append(raw[start:stop])
-                pos = stop + 2
-                continue
-            pieces.append(raw[start:stop])
-            if stop <= end:
-                left, crlf = 0, stop + 2 - end
-            else:
-                left, crlf = stop - end, 0
-            pos = end
-            break
-        self.raw = raw[pos:]
-        self.left = left
-        self.crlf = crlf
-        return b"".join(pieces)
-
-    def _body(self, data):
-        """The body bytes in `data`: de-chunked, or cut at Content-Length (sets eof)."""
-        if self.chunked:
-            return self._dechunk(data)
-        if self.remaining is not None:
-            data = data[:self.remaining]
-            self.remaining -= len(data)
-            self.eof = self.remaining <= 0
-        return data
 
     def feed(self, data, now):
-        if self.eof:
-            return
-        data = self._body(data)
         if b"\r" in data:
             data = data.replace(b"\r\n", b"\n")
         buf = self.buf + data if self.buf else data
@@ -500,334 +492,76 @@ class SseParser:
 
 
 # -- running streams ----------------------------------------------------------------------------
-# One thread and a selector for plain http: far less per-token overhead than a thread per stream,
-# so one core takes in more tokens per second than the streams of a fast server produce.
-
-class _Flight:
-    """One request in flight on a non-blocking socket."""
-
-    __slots__ = ("stream", "sock", "result", "request", "out", "state", "head", "parser", "end_by",
-                 "reused", "keep_alive")
-
-    def __init__(self, stream, sock, result, request, end_by, reused):
-        self.stream = stream
-        self.sock = sock
-        self.result = result
-        self.request = request
-        self.out = request
-        self.state = "send" if reused else "connect"
-        self.head = b""
-        self.parser = None
-        self.end_by = end_by
-        self.reused = reused
-        self.keep_alive = False
-
-
-class _BodyCollector(SseParser):
-    """A non-200 answer: keep its (de-chunked) body for the error message."""
-
-    __slots__ = ("body",)
-
-    def __init__(self, result, chunked, length=None):
-        super().__init__(result, chunked, length)
-        self.body = b""
-
-    def feed(self, data, now):
-        if self.eof:
-            return
-        data = self._body(data)
-        if len(self.body) < 65536:
-            self.body += data
-
-    def close(self):
-        pass
-
-
-def _parse_head(head):
-    """HTTP response head -> (status, chunked, content length or None, keep-alive)."""
-    lines = head.split(b"\r\n")
-    parts = lines[0].split(None, 2)
-    status = int(parts[1])
-    keep_alive = parts[0].upper() == b"HTTP/1.1"
-    chunked = False
-    length = None
-    for line in lines[1:]:
-        name, _sep, value = line.partition(b":")
-        name = name.strip().lower()
-        value = value.strip().lower()
-        if name == b"transfer-encoding" and b"chunked" in value:
-            chunked = True
-        elif name == b"content-length":
-            length = int(value)
-        elif name == b"connection":
-            keep_alive = b"close" not in value and (keep_alive or b"keep-alive" in value)
-    if chunked:
-        length = None
-    elif length is None:
-        keep_alive = False  # the body ends when the server closes
-    return status, chunked, length, keep_alive
-
-
-def _run_streams(endpoint, sources, request_timeout, deadline=None, retry_pause=0.2):
-    """Run ``len(sources)`` streams at once; a stream sends the payloads its source gives
-    (``source()`` -> payload dict, or None when the stream is over) one after the other, over one
-    kept-alive connection while the server keeps it open (as aiohttp-based clients do).
+async def _run_streams(endpoint, sources, request_timeout, deadline=None, retry_pause=0.2):
+    """Run ``len(sources)`` streams at once on one event loop; a stream sends the payloads its source
+    gives (``source()`` -> payload dict, or None when the stream is over) one after the other, over
+    one kept-alive connection while the server keeps it open (as ``vllm bench serve`` does).
 
     Returns the RequestResults in the order they ended.
     """
-    perf = time.perf_counter
-    sel = selectors.DefaultSelector()
-    addr = endpoint.address()
     results = []
-    flights = {}
-    idle = {}     # stream -> kept-alive socket
-    waiting = []  # (time, stream): a stream pausing after a refused connection
     hard_end = deadline if deadline is not None else float("inf")
 
-    def new_socket():
-        sock = socket.socket(addr[0], socket.SOCK_STREAM)
-        sock.setblocking(False)
-        try:
-            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        except OSError:
-            pass
-        return sock
-
-    def launch(stream, res, request, sock, now):
-        flight = _Flight(stream, sock, res, request, min(res.t_start + request_timeout, hard_end), sock is not None)
-        if sock is None:
-            flight.sock = sock = new_socket()
-            err = sock.connect_ex(addr[1])
-            if err not in (0, errno.EINPROGRESS, errno.EWOULDBLOCK, errno.EALREADY):
-                flights[sock] = flight
-                finish(flight, perf(), "connection", _connect_message(endpoint, err))
-                return
-        flights[sock] = flight
-        sel.register(sock, selectors.EVENT_WRITE, flight)
-
-    def start(stream):
-        payload = sources[stream]()
-        if payload is None:
-            sock = idle.pop(stream, None)
-            if sock is not None:
-                sock.close()
-            return
-        res = RequestResult()
-        now = perf()
-        res.t_start = now
-        if now >= hard_end:
-            res.error = "timeout"
-            res.message = "the overall timeout ran out before this request was sent"
-            res.t_end = now
-            results.append(res)
-            return
-        launch(stream, res, endpoint.request_bytes("POST", "/v1/completions", payload), idle.pop(stream, None), now)
-
-    def drop(flight):
-        try:
-            sel.unregister(flight.sock)
-        except (KeyError, ValueError):
-            pass
-        del flights[flight.sock]
-
-    def finish(flight, now, error=None, message=None, reuse=False):
-        res = flight.result
-        if error is not None and res.error is None:
-            res.error = error
-            res.message = message
-        if res.t_end is None:
-            res.t_end = now
-        drop(flight)
-        if reuse:
-            idle[flight.stream] = flight.sock
-        else:
-            flight.sock.close()
-        results.append(res)
-        if res.error == "connection":
-            waiting.append((now + retry_pause, flight.stream))
-        else:
-            start(flight.stream)
-
-    def retry_fresh(flight, now):
-        """A kept-alive socket the server had closed: send the request again on a new one."""
-        drop(flight)
-        flight.sock.close()
-        flight.result.t_start = now
-        launch(flight.stream, flight.result, flight.request, None, now)
-
-    def fail(flight, now, message):
-        if flight.reused and flight.state in ("send", "head") and not flight.head:
-            retry_fresh(flight, now)
-        else:
-            finish(flight, now, "connection", message)
-
-    def on_write(flight, now):
-        sock = flight.sock
-        if flight.state == "connect":
-            err = sock.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR)
-            if err:
-                finish(flight, now, "connection", _connect_message(endpoint, err))
-                return
-            flight.state = "send"
-        try:
-            sent = sock.send(flight.out)
-        except (BlockingIOError, InterruptedError):
-            return
-        except OSError as exc:
-            fail(flight, now, "%s: %s" % (type(exc).__name__, exc))
-            return
-        flight.out = flight.out[sent:]
-        if not flight.out:
-            flight.state = "head"
-            sel.modify(sock, selectors.EVENT_READ, flight)
-
-    def on_read(flight, now):
-        try:
-            data = flight.sock.recv(262144)
-        except (BlockingIOError, InterruptedError):
-            return
-        except OSError as exc:
-            fail(flight, now, "%s: %s" % (type(exc).__name__, exc))
-            return
-        res = flight.result
-        if not data:
-            if flight.state == "head":
-                fail(flight, now, "the server closed the connection before answering")
-            else:
-                end_body(flight, now, reuse=False)
-            return
-        if flight.state == "head":
-            head = flight.head + data
-            cut = head.find(b"\r\n\r\n")
-            if cut < 0:
-                if len(head) > 65536:
-                    finish(flight, now, "connection", "no HTTP answer (the head is over 64 KiB)")
-                else:
-                    flight.head = head
-                return
-            try:
-                status, chunked, length, flight.keep_alive = _parse_head(head[:cut])
-            except (ValueError, IndexError):
-                finish(flight, now, "connection", "not an HTTP answer: %r" % head[:80])
-                return
-            res.status = status
-            flight.parser = (SseParser if status == 200 else _BodyCollector)(res, chunked, length)
-            flight.state = "body"
-            data = head[cut + 4:]
-            flight.head = b""
-            if length == 0:
-                flight.parser.eof = True
-        parser = flight.parser
-        if data:
-            was_done = parser.done
-            parser.feed(data, now)
-            if parser.done and not was_done:
-                res.t_end = now
-                flight.end_by = min(flight.end_by, now + DONE_GRACE_S)
-        if parser.eof:
-            end_body(flight, now, reuse=flight.keep_alive)
-
-    def end_body(flight, now, reuse):
-        res = flight.result
-        parser = flight.parser
-        if res.status == 200:
-            parser.close()
-            finish(flight, now, reuse=reuse and res.error is None)
-        else:
-            res.error = str(res.status)
-            res.message = error_message(parser.body)
-            res.body = parser.body.decode("utf-8", "replace")
-            finish(flight, now, reuse=reuse)
-
-    for stream in range(len(sources)):
-        start(stream)
-    while flights or waiting:
-        now = perf()
-        if waiting:
-            due = [w for w in waiting if w[0] <= now]
-            if due:
-                waiting[:] = [w for w in waiting if w[0] > now]
-                for _t, stream in due:
-                    start(stream)
-                continue
-        wake = min([f.end_by for f in flights.values()] + [w[0] for w in waiting])
-        if flights:
-            events = sel.select(max(0.0, min(wake - now, 1.0)))
-        else:
-            time.sleep(max(0.0, min(wake - now, 1.0)))
-            events = ()
-        now = perf()
-        for key, mask in events:
-            flight = key.data
-            if flights.get(flight.sock) is not flight:
-                continue
-            if mask & selectors.EVENT_WRITE:
-                on_write(flight, now)
-            elif mask & selectors.EVENT_READ:
-                on_read(flight, now)
-        for flight in [f for f in flights.values() if f.end_by <= now]:
-            if flight.parser is not None and flight.parser.done:
-                finish(flight, now)  # the stream was complete; only the HTTP body's end is missing
-            else:
-                finish(flight, now, "timeout", "no complete answer from %s within %.1fs" % (
-                    endpoint.url("/v1/completions"), flight.end_by - flight.result.t_start))
-    for sock in idle.values():
-        sock.close()
-    sel.close()
-    return results
-
-
-def _connect_message(endpoint, err):
-    if err == errno.ECONNREFUSED:
-        return "no server at %s (connection refused)" % endpoint.base_url
-    return "cannot connect to %s: %s" % (endpoint.base_url, os.strerror(err))
-
-
-def _threaded_streams(endpoint, sources, request_timeout, deadline=None, retry_pause=0.2):
-    """The same as _run_streams with a thread per stream and http.client (https)."""
-    results = []
-    lock = threading.Lock()
-    barrier = threading.Barrier(len(sources))
-
-    def worker(source):
-        try:
-            barrier.wait()
-        except threading.BrokenBarrierError:
-            return
+    async def stream(source, session):
         while True:
             payload = source()
             if payload is None:
                 return
-            if deadline is not None and time.perf_counter() >= deadline:
+            if time.perf_counter() >= hard_end:
                 res = RequestResult()
+                res.t_start = res.t_end = time.perf_counter()
                 res.error = "timeout"
                 res.message = "the overall timeout ran out before this request was sent"
-            else:
-                res = endpoint.stream_completion(payload, timeout=request_timeout, deadline=deadline)
-            with lock:
                 results.append(res)
+                continue
+            res = await _stream(session, endpoint, payload, request_timeout, deadline)
+            results.append(res)
             if res.error == "connection":
-                time.sleep(retry_pause)
+                await asyncio.sleep(retry_pause)  # no server even after the retries: do not spin
 
-    threads = [threading.Thread(target=worker, args=(s,), name="vllm-probe-%d" % i, daemon=True)
-               for i, s in enumerate(sources)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    async with endpoint.session(len(sources)) as session:
+        await asyncio.gather(*(stream(source, session) for source in sources))
     return results
 
 
 def run_streams(endpoint, sources, request_timeout=300.0, deadline=None, sampler=None):
     """Run the streams (see _run_streams) -> (results, wall seconds); ``sampler`` (power) runs around them."""
+    _need_aiohttp()
     if sampler is not None:
         sampler.start()
     t0 = time.perf_counter()
-    if endpoint.scheme == "http":
-        results = _run_streams(endpoint, sources, request_timeout, deadline)
-    else:
-        results = _threaded_streams(endpoint, sources, request_timeout, deadline)
-    wall = time.perf_counter() - t0
-    if sampler is not None:
-        sampler.stop()
+    try:
+        results = asyncio.run(_run_streams(endpoint, sources, request_timeout, deadline))
+    finally:
+        wall = time.perf_counter() - t0
+        if sampler is not None:
+            sampler.stop()
     return results, wall
+
+
+# -- the standard-library helper ----------------------------------------------------------------
+def plain_request(endpoint, method, path, payload=None, timeout=None):
+    """One short request without aiohttp -> (status, body bytes), through Ansible's own open_url
+    (standard library): for a module that runs with the host's python, outside any venv
+    (vllm_verify_wait). No streams, no retries; raises ClientError when no answer comes."""
+    # pylint: disable=import-outside-toplevel
+    import socket
+    import urllib.error
+
+    from ansible.module_utils.urls import ConnectionError as UrlsConnectionError, open_url
+
+    timeout = endpoint.timeout if timeout is None else timeout
+    body = None if payload is None else json.dumps(payload).encode("utf-8")
+    try:
+        with open_url(endpoint.url(path), data=body, headers=endpoint.headers(), method=method, timeout=timeout,
+                      validate_certs=True, use_proxy=False) as resp:
+            return resp.status, resp.read()
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read() or b""
+    except (socket.timeout, TimeoutError) as exc:
+        raise ClientError("no answer from %s within %ss" % (endpoint.url(path), timeout), "timeout") from exc
+    except urllib.error.URLError as exc:
+        reason = getattr(exc.reason, "strerror", None) or str(exc.reason)
+        raise ClientError("no server at %s (%s)" % (endpoint.base_url, reason.lower()), "connection") from exc
+    except (OSError, UrlsConnectionError, ValueError) as exc:
+        raise ClientError("no usable answer from %s: %s" % (endpoint.url(path), exc), "connection") from exc

@@ -257,7 +257,7 @@ from ansible_collections.gpuhost.inference.plugins.module_utils.systemd_unit imp
     version_argv,
 )
 from ansible_collections.gpuhost.inference.plugins.module_utils.vllm_engine import engine_deaths
-from ansible_collections.gpuhost.inference.plugins.module_utils.vllm_http import ClientError, Endpoint, error_message
+from ansible_collections.gpuhost.inference.plugins.module_utils.vllm_http import ClientError, Endpoint, error_message, plain_request
 
 PROMPT = "vllm_verify readiness: say hello"
 
@@ -300,9 +300,11 @@ def api_key(path, box):
 
 
 def http(endpoint, method, path, timeout, payload=None):
-    """One request -> (status, body text); status 0 and the reason when there was no answer."""
+    """One request -> (status, body text); status 0 and the reason when there was no answer. The standard-library
+    helper (plain_request): this module runs as root with the host's python, not the vLLM venv's (it waits for
+    and reads the unit while the venv may be replaced or rolled back)."""
     try:
-        status, body = endpoint.request(method, path, payload, timeout=timeout)
+        status, body = plain_request(endpoint, method, path, payload, timeout=timeout)
     except ClientError as exc:
         return 0, exc.msg
     return status, body.decode("utf-8", "replace")

@@ -8,7 +8,9 @@ It answers /health, /ping, /version, /v1/models and streamed /v1/completions in 
 real 0.28.0 capture (tests/fixtures/vllm-0.28.0/completion_stream.sse: one HTTP chunk per SSE event,
 the usage event, ``data: [DONE]``, the last chunk), and can be told to put several tokens in an
 event or several events in a write, leave out usage, fail requests with a status, stall, die
-mid-stream, send an error event, refuse prompts over max_model_len, or demand an API key.
+mid-stream, send an error event, refuse prompts over max_model_len, demand an API key, or hang up on
+chosen requests before any byte of an answer (``drop_requests``: a closed or reset kept-alive
+connection, the race every HTTP client meets).
 
     with SseServerDouble(tokens_per_chunk=4, chunk_delay_s=0.01) as double:
         ... double.url ...              # http://127.0.0.1:<port>
@@ -21,6 +23,7 @@ from __future__ import annotations
 import functools
 import json
 import socket
+import struct
 import threading
 import time
 
@@ -85,11 +88,15 @@ class SseServerDouble(HttpDouble):
         self.short_by = 0               # stream this many tokens fewer than max_tokens (then usage and [DONE])
         self.limit_in_message = None    # the context length the 400 names (None: the real max_model_len)
         self.die_on_list_prompt = False  # die_after_chunks only for token-id prompts (the context probe)
+        self.drop_requests = ()         # completion requests (0-based, in arrival order) hung up on before any answer
+        self.drop_mode = "close"        # how: "close" (FIN, as a server closing an idle kept-alive connection) or "reset"
         unknown = set(options) - set(self.__dict__)
         if unknown:
             raise TypeError("SseServerDouble has no option %s" % ", ".join(sorted(unknown)))
         self.__dict__.update(options)
         self.clients = set()            # (host, port) of every connection seen
+        self.dropped = []               # (request number, client address, requests before it on that connection)
+        self.served_on = {}             # client address -> completion requests seen on that connection
         self.requests = []
         self.headers_seen = []
         self.inflight = 0
@@ -135,9 +142,18 @@ class SseServerDouble(HttpDouble):
                 if double.close_connections or double.silent_close:
                     self.close_connection = True
                 with double.lock:
+                    number = len(double.completions()) if self.path == "/v1/completions" else None
+                    before = double.served_on.get(self.client_address, 0)
+                    double.served_on[self.client_address] = before + 1
                     double.clients.add(self.client_address)
                     double.headers_seen.append(dict(self.headers))
                     double.requests.append({"path": self.path, "body": body})
+                    drop = number is not None and number in double.drop_requests
+                    if drop:
+                        double.dropped.append((number, self.client_address, before))
+                if drop:
+                    return self._hang_up()
+                with double.lock:
                     status = double.statuses.pop(0) if double.statuses else None
                     double.inflight += 1
                     double.max_inflight = max(double.max_inflight, double.inflight)
@@ -146,6 +162,15 @@ class SseServerDouble(HttpDouble):
                     self._complete(body, status)
                 finally:
                     self._leave()
+
+            def _hang_up(self):
+                """No answer at all: the connection closed (FIN) or reset (RST) right after the request."""
+                self.close_connection = True
+                if double.drop_mode == "reset":
+                    self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+                    self.connection.close()
+                else:
+                    self.connection.shutdown(socket.SHUT_RDWR)
 
             def _leave(self):
                 """The request stops counting as in flight (once): before the last bytes of a stream are written, so
