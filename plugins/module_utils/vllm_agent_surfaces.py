@@ -24,6 +24,7 @@ import json
 import time
 
 from ansible_collections.gpuhost.inference.plugins.module_utils import vllm_agent as va
+from ansible_collections.gpuhost.inference.plugins.module_utils.vllm_http import ClientError, Endpoint
 
 SURFACES = ("chat", "responses", "messages")
 # The SDK each surface is sent with (a module of the vLLM venv: vLLM 0.28.0 depends on both).
@@ -94,7 +95,8 @@ def judge_forced(rec, choice):
 
 def _new_rec(max_tokens):
     return {"ttft_s": None, "e2e_s": None, "prompt_tokens": None, "completion_tokens": None, "max_tokens": max_tokens,
-            "text": "", "reasoning_chars": 0, "tool_calls": [], "error": None, "message": None, "cached_tokens": None}
+            "text": "", "reasoning_chars": 0, "tool_calls": [], "error": None, "message": None, "cached_tokens": None,
+            "retries": 0}
 
 
 def _field(obj, name, default=None):
@@ -125,7 +127,8 @@ def responses_turn(client, sdk, model, instructions, items, max_tokens, sampling
     t0 = time.perf_counter()
     completed = False
     try:
-        for event in client.responses.create(**kwargs):
+        stream, t0 = va.open_stream(client.responses.create, kwargs, sdk, rec)
+        for event in stream:
             kind = _field(event, "type", "")
             if kind in ("response.output_text.delta", "response.function_call_arguments.delta",
                         "response.custom_tool_call_input.delta", "response.reasoning_text.delta"):
@@ -184,7 +187,8 @@ def messages_turn(client, sdk, model, system, messages, max_tokens, sampling, to
     stopped = False
     t0 = time.perf_counter()
     try:
-        for event in client.beta.messages.create(**kwargs):
+        stream, t0 = va.open_stream(client.beta.messages.create, kwargs, sdk, rec)
+        for event in stream:
             kind = _field(event, "type", "")
             if kind == "message_start":
                 usage = _field(_field(event, "message"), "usage")
@@ -365,34 +369,21 @@ def custom_tool_probe(client, sdk, model, instructions, conf):
             "error": rec["error"], "message": rec["message"]}
 
 
-def auth_probe(base_url, model, api_key, timeout=30.0, opener=None):
+def auth_probe(base_url, model, api_key, timeout=30.0):
     """Which auth header the server takes on /v1/messages/count_tokens, each sent alone with a plain HTTP request
     (the Anthropic SDK 2.x sends its api_key as Authorization, so it cannot show what x-api-key gets):
     {x-api-key: status, bearer: status, accepted: [...], key_configured}. With no key configured the server takes
-    any (both 200)."""
-    import urllib.error  # pylint: disable=import-outside-toplevel
-    import urllib.request  # pylint: disable=import-outside-toplevel
-
-    if opener is None:
-        from ansible.module_utils.urls import open_url  # pylint: disable=import-outside-toplevel
-
-        def opener(req, timeout):
-            return open_url(req.full_url, data=req.data, headers=dict(req.header_items()), method=req.get_method(),
-                            timeout=timeout, validate_certs=True)
+    any (both 200). A request that got no answer is reported by the error's name."""
+    endpoint = Endpoint(base_url, api_key=None, timeout=timeout)
     key = api_key or "EMPTY"
-    body = json.dumps({"model": model, "messages": [{"role": "user", "content": "hello"}]}).encode()
+    body = {"model": model, "messages": [{"role": "user", "content": "hello"}]}
     found = {}
     for header, headers in (("x-api-key", {"x-api-key": key}), ("bearer", {"Authorization": "Bearer " + key})):
-        req = urllib.request.Request(base_url.rstrip("/") + "/v1/messages/count_tokens", data=body, method="POST",
-                                     headers=dict(headers, **{"content-type": "application/json",
-                                                              "anthropic-version": "2023-06-01"}))
         try:
-            with opener(req, timeout=timeout) as resp:
-                found[header] = getattr(resp, "status", None) or resp.getcode()
-        except urllib.error.HTTPError as exc:
-            found[header] = exc.code
-        except Exception as exc:  # pylint: disable=broad-except  # open_url's ConnectionError, OSError: reported
-            found[header] = type(exc).__name__
+            found[header] = endpoint.request("POST", "/v1/messages/count_tokens", body, timeout=timeout,
+                                             headers=dict(headers, **{"anthropic-version": "2023-06-01"}))[0]
+        except ClientError as exc:
+            found[header] = "%s: %s" % (exc.kind, exc.msg)
     found["accepted"] = [h for h in ("x-api-key", "bearer") if found.get(h) == 200]
     found["key_configured"] = bool(api_key)
     return found

@@ -27,7 +27,8 @@ reset, the server closing a kept-alive connection without answering) is sent aga
 OpenAI and Anthropic Python SDKs do it (their DEFAULT_MAX_RETRIES 2, a pause of 0.5 s x 2^n, at most
 8 s, less 0-25 % jitter: ``_calculate_retry_timeout`` of their ``_base_client``); the retries are
 counted (RequestResult.retries). An answer with an error status, an error event in a stream, a
-stream cut short and a timeout are not retried: they are what an agent's user would see fail.
+stream cut short and a timeout are not retried: they are what an agent's user would see fail. A
+retried request's TTFT and duration are those of the attempt that was answered.
 
 Output tokens are counted from the stream's final ``usage`` chunk (``stream_options:
 {include_usage: true}``), never from the number of chunks: with speculative decoding one chunk
@@ -254,13 +255,15 @@ class Endpoint:
         return self.context or ssl.create_default_context()
 
     # -- plain requests ------------------------------------------------------------------------
-    def request(self, method, path, payload=None, timeout=None):
-        """A plain request -> (status, body bytes). Raises ClientError when no answer comes (after
-        the retries of a transport failure, counted in ``self.retries``)."""
+    def request(self, method, path, payload=None, timeout=None, headers=None):
+        """A plain request -> (status, body bytes); ``headers`` are sent beside (or instead of) the
+        endpoint's own. Raises ClientError when no answer comes (after the retries of a transport
+        failure, counted in ``self.retries``)."""
         _need_aiohttp()
-        return asyncio.run(self._request(method, path, payload, self.timeout if timeout is None else timeout))
+        timeout = self.timeout if timeout is None else timeout
+        return asyncio.run(self._request(method, path, payload, timeout, headers))
 
-    async def _request(self, method, path, payload, timeout):
+    async def _request(self, method, path, payload, timeout, headers=None):
         body = None if payload is None else json.dumps(payload).encode("utf-8")
         end_by = time.perf_counter() + timeout
         retries = 0
@@ -268,7 +271,7 @@ class Endpoint:
             while True:
                 remaining = max(0.001, end_by - time.perf_counter())
                 try:
-                    async with session.request(method, self.url(path), data=body,
+                    async with session.request(method, self.url(path), data=body, headers=headers,
                                                timeout=aiohttp.ClientTimeout(total=remaining)) as resp:
                         return resp.status, await resp.read()
                 except asyncio.TimeoutError as exc:
@@ -344,6 +347,7 @@ async def _stream(session, endpoint, payload, timeout, deadline=None, keep_body=
             remaining = end_by - perf()
             if remaining <= 0:
                 raise asyncio.TimeoutError()
+            result.t_start = perf()  # the timings are those of the attempt that was answered
             try:
                 resp = await session.post(url, data=body, timeout=aiohttp.ClientTimeout(total=remaining))
             except aiohttp.ClientError as exc:

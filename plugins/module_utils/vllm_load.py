@@ -4,7 +4,7 @@
 """The probe's load: prompts and payloads, a concurrency level, a soak, the context probe, and
 vLLM's over-the-limit message.
 
-Python standard library only, never imports AnsibleModule (see vllm_http):
+Never imports AnsibleModule (see vllm_http, the client it sends with):
 
     ep = Endpoint("http://127.0.0.1:8000", api_key=None)
     level, results = run_level(ep, "my-model", concurrency=4, rounds=1, max_tokens=256, prompt_words=64)
@@ -215,6 +215,7 @@ def context_probe(endpoint, model, max_model_len, max_tokens=256, request_timeou
         "expected_tokens": int(max_tokens),
         "ttft_s": round_or_none(fit.ttft_s),
         "e2e_s": round_or_none(fit.e2e_s),
+        "retries": fit.retries,
     }
     over_part = {
         "status": over.status,
@@ -226,6 +227,7 @@ def context_probe(endpoint, model, max_model_len, max_tokens=256, request_timeou
         "requested": parsed["requested"],
         "prompt_tokens": parsed["prompt_tokens"],
         "output_tokens": parsed["output_tokens"],
+        "retries": over.retries,
     }
     reasons = []
     if fit.status != 200:

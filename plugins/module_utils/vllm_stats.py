@@ -60,7 +60,8 @@ def count_errors(results):
 def aggregate(results, wall_s):
     """The figures of a set of requests that ran within ``wall_s`` seconds.
 
-    ``decode_tps`` leaves out the burst streams (RequestResult.burst), counted in ``burst_streams``.
+    ``decode_tps`` leaves out the burst streams (RequestResult.burst), counted in ``burst_streams``;
+    ``retries``: the requests sent again after a transport failure before any answer (vllm_http).
     """
     ok = [r for r in results if r.ok]
     output_tokens = sum(r.output_tokens or 0 for r in ok)
@@ -73,6 +74,7 @@ def aggregate(results, wall_s):
         "ok": len(ok),
         "errors": count_errors(results),
         "error_messages": messages[:5],
+        "retries": sum(getattr(r, "retries", 0) for r in results),
         "output_tokens": output_tokens,
         "usage_missing": sum(1 for r in ok if not r.usage_seen),
         "wall_s": round(wall_s, 6),

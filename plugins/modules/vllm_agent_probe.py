@@ -32,6 +32,10 @@ description:
     so the SDK is on every box that runs vLLM.
   - Reads the prefix-cache counters (C(vllm:prefix_cache_hits_total), C(vllm:prefix_cache_queries_total))
     on C(/metrics) before and after and returns the hit rate over the level.
+  - A turn that fails at the transport before any byte of an answer (the SDK's C(APIConnectionError) from the
+    call that sends it - a connection refused or reset, a kept-alive connection closed without an answer - not a
+    timeout) is sent again as the SDKs do with their default C(max_retries) (at most 2, after 0.5 s then 1 s less
+    up to 25 % jitter) and counted in RV(retries); error statuses, error events and timeouts are not retried.
   - Never changes anything (C(changed) is always V(false)); in check mode it sends nothing.
 author:
   - gpuhost.inference maintainers (@gpuhost)
@@ -39,6 +43,8 @@ extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
 requirements:
   - openai (the Python SDK; a dependency of vLLM, in the vLLM venv)
+  - anthropic (the Python SDK, for O(surface=messages); a dependency of vLLM)
+  - aiohttp (the plain requests - C(/metrics), C(/tokenize), the auth check; a dependency of vLLM)
 options:
   surface:
     description:
@@ -191,6 +197,10 @@ errors_total:
   description: Failed turns.
   returned: success
   type: int
+retries:
+  description: Turns sent again after a transport failure before any answer (not failures; see the description).
+  returned: success
+  type: int
 error_messages:
   description: The distinct error texts (the server's own message with the status), at most five.
   returned: success
@@ -282,10 +292,10 @@ import importlib
 import json
 import sys
 
-from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.basic import AnsibleModule, missing_required_lib
 
 from ansible_collections.gpuhost.inference.plugins.module_utils.vllm_agent_surfaces import SDK, run_surface, surface_problems
-from ansible_collections.gpuhost.inference.plugins.module_utils.vllm_http import ClientError, Endpoint
+from ansible_collections.gpuhost.inference.plugins.module_utils.vllm_http import AIOHTTP_IMPORT_ERROR, HAS_AIOHTTP, ClientError, Endpoint
 
 
 def main():
@@ -325,6 +335,10 @@ def main():
         module.fail_json(msg=str(exc))
     if module.check_mode:
         module.exit_json(changed=False, skipped=True)
+    if not HAS_AIOHTTP:
+        module.fail_json(msg=missing_required_lib("aiohttp", reason="reading /metrics and /tokenize (in every vLLM venv: "
+                                                  "run vllm_agent_probe with the venv's python)"),
+                         exception=AIOHTTP_IMPORT_ERROR)
     name = SDK[p["surface"]]
     try:
         sdk = importlib.import_module(name)  # the SDK of the interpreter that runs us

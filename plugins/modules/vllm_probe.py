@@ -35,8 +35,15 @@ description:
     V(test double), whose watts are simulated, not measured.
   - With O(soak_seconds) above 0, keeps the highest level of O(concurrency) busy for that long and
     returns the requests, errors by status and the count of 5xx answers.
-  - Uses only the Python standard library on the target. Never changes anything (C(changed) is
+  - Sends with aiohttp (the client of C(vllm bench serve); vLLM depends on it, so every vLLM venv has it): run
+    it with the vLLM venv's python (C(ansible_python_interpreter)). Never changes anything (C(changed) is
     always V(false)); in check mode it sends nothing and returns C(skipped=true).
+  - A request that fails at the transport before any byte of an answer (connection refused or reset, a kept-alive
+    connection closed without an answer) is sent again as the OpenAI and Anthropic SDKs do (at most 2 retries,
+    0.5 s then 1 s less up to 25 % jitter) and counted in RV(retries_total); only what fails after the retries,
+    an error status, an error event or a stream cut short is an error.
+requirements:
+  - aiohttp (a dependency of vLLM)
 author:
   - gpuhost.inference maintainers (@gpuhost)
 extends_documentation_fragment:
@@ -166,7 +173,7 @@ notes:
     V(incomplete) (the stream ended before C(data: [DONE])) and V(stream_error) (an error event in the stream)."
   - Percentiles are those of Python's C(statistics.quantiles) with C(method='inclusive'); with a single
     request every figure is that request's value.
-  - A burst stream is a complete one whose text arrived in at most two socket reads although it has
+  - A burst stream is a complete one whose text arrived in at most two body reads although it has
     more than two tokens (seen as the tokens piled up, not as they were made); its decode rate is left
     out of C(decode_tps) and counted in C(burst_streams).
   - The power figures use only the samples inside the load window (the level's first request sent to
@@ -174,9 +181,8 @@ notes:
     those samples (each end held to the window's edge), C(mean_w) that energy over the window;
     C(j_per_token) is the summed energy over the output tokens.
   - Each stream keeps its connection alive between its requests (as C(vllm bench serve)'s client does),
-    so TTFT does not include a TCP connect. Over C(http://) one thread drives all streams with
-    non-blocking sockets (one core takes in well over 100k streamed tokens a second); over C(https://)
-    each stream has a thread.
+    so TTFT does not include a TCP connect. One asyncio event loop drives all streams, C(http://) and
+    C(https://) alike (C(benchmarks/probe_capacity.py) compares it with C(vllm bench serve)).
   - The load of a level starts once nvidia-smi has printed its first sample (at most 3 seconds), so a
     short level is covered by power samples from its start.
 seealso:
@@ -294,6 +300,9 @@ levels:
       description: Failed requests by error key (HTTP status as a string, C(timeout), C(connection), ...).
       type: dict
       sample: {"503": 2}
+    retries:
+      description: Requests of the level sent again after a transport failure before any answer (not errors).
+      type: int
     error_messages:
       description: Up to five distinct messages of the failed requests.
       type: list
@@ -319,7 +328,7 @@ levels:
         - Burst streams are left out (see C(burst_streams)).
       type: dict
     burst_streams:
-      description: Complete streams whose text arrived in at most two socket reads (not in C(decode_tps)).
+      description: Complete streams whose text arrived in at most two body reads (not in C(decode_tps)).
       type: int
     e2e_s:
       description: Per request seconds from sending to the end of the stream, same keys as C(ttft_s).
@@ -410,6 +419,12 @@ errors_total:
   description: Failed requests of all levels, greedy and sampled, and the soak (the context probe's expected 400 is not one).
   returned: success
   type: int
+retries_total:
+  description:
+    - Requests sent again after a transport failure before any byte of an answer (the levels, the soak, the context
+      probe and the plain requests); each was retried at most twice, as the agents' SDKs retry. Not errors.
+  returned: success
+  type: int
 msg:
   description: A one-line summary.
   returned: always
@@ -420,10 +435,10 @@ import os
 import time
 import uuid
 
-from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.basic import AnsibleModule, missing_required_lib
 from ansible_collections.gpuhost.inference.plugins.module_utils.nvidia_power_sampler import LevelPower, power_draw_field
 from ansible_collections.gpuhost.inference.plugins.module_utils.nvidia_smi import NvidiaSmi, NvidiaSmiError, power_source
-from ansible_collections.gpuhost.inference.plugins.module_utils.vllm_http import ClientError, Endpoint
+from ansible_collections.gpuhost.inference.plugins.module_utils.vllm_http import AIOHTTP_IMPORT_ERROR, HAS_AIOHTTP, ClientError, Endpoint
 from ansible_collections.gpuhost.inference.plugins.module_utils.vllm_load import context_probe, run_level, run_soak
 from ansible_collections.gpuhost.inference.plugins.module_utils.vllm_stats import load_window
 
@@ -553,6 +568,9 @@ def main():
         module.exit_json(changed=False, skipped=True, base_url=base_url,
                          msg="check mode: no load sent to %s" % base_url)
 
+    if not HAS_AIOHTTP:
+        module.fail_json(msg=missing_required_lib("aiohttp", reason="the probe's HTTP client (in every vLLM venv: run "
+                                                  "vllm_probe with the venv's python)"), exception=AIOHTTP_IMPORT_ERROR)
     started = time.perf_counter()
     deadline = started + p["timeout"]
     ep = Endpoint(base_url, api_key=p["api_key"], timeout=p["request_timeout"])
@@ -582,7 +600,7 @@ def main():
         server_version=version, power_available=smi is not None, power_error=None,
         power_source=power_source(smi_path), power_field=power_field,
         power_field_note=power_field_note, gpu_indices=gpus or [],
-        levels=[], sampled=[], context=None, soak=None, errors_total=0,
+        levels=[], sampled=[], context=None, soak=None, errors_total=0, retries_total=0,
     )
 
     def new_power():
@@ -608,6 +626,11 @@ def main():
         if result["soak"]:
             total += sum(result["soak"]["errors"].values())
         result["errors_total"] = total
+        # Transport hiccups sent again (vllm_http): the levels', the soak's, the context probe's, the plain requests'.
+        retries = sum(lv.get("retries", 0) for lv in result["levels"] + result["sampled"] + [result["soak"] or {}])
+        if result["context"]:
+            retries += result["context"]["fit"].get("retries", 0) + result["context"]["over"].get("retries", 0)
+        result["retries_total"] = retries + ep.retries
         result["power_error"] = power_error
 
     try:
@@ -652,7 +675,8 @@ def main():
     tally()
     parts = ["%d streams %.1f tok/s" % (lv["concurrency"], lv["aggregate_tps"] or 0.0) for lv in result["levels"]]
     parts += ["%d sampled streams %.1f tok/s" % (lv["concurrency"], lv["aggregate_tps"] or 0.0) for lv in result["sampled"]]
-    msg = "%s at %s: %s; %d errors" % (model, base_url, ", ".join(parts), result["errors_total"])
+    msg = "%s at %s: %s; %d errors, %d transport retries" % (model, base_url, ", ".join(parts), result["errors_total"],
+                                                             result["retries_total"])
     if result["context"] is not None:
         msg += "; context %d: fit %s, over %s" % (
             max_model_len, result["context"]["fit"]["status"], result["context"]["over"]["status"])

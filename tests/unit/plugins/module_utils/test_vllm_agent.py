@@ -8,6 +8,7 @@ from __future__ import annotations
 import pytest
 
 from ansible_collections.gpuhost.inference.plugins.module_utils import vllm_agent as va
+from ansible_collections.gpuhost.inference.tests.unit.paths import case_ids, load_cases
 
 METRICS = """# HELP vllm:prefix_cache_queries_total Prefix cache queries, in terms of number of queried tokens.
 # TYPE vllm:prefix_cache_queries_total counter
@@ -121,3 +122,59 @@ def test_summary_splits_first_and_later_turns_and_keeps_the_server_text():
     assert res["prompt_tokens_last_turn"] == 300
     assert res["forced_ok"] == 1
     assert res["prefix_cache"]["hit_rate"] == 0.5
+
+
+class FakeSDK:
+    """Stands in for the openai / anthropic module: their exception classes (APITimeoutError is an
+    APIConnectionError in both SDKs)."""
+
+    class APIStatusError(Exception):
+        pass
+
+    class APIConnectionError(Exception):
+        pass
+
+    class APITimeoutError(APIConnectionError):
+        pass
+
+
+RETRY_CASES = load_cases("vllm_agent_retry_cases.yaml", "cases")
+_RAISE = {"connection": FakeSDK.APIConnectionError("Connection error."),
+          "timeout": FakeSDK.APITimeoutError("Request timed out."), "status": FakeSDK.APIStatusError("HTTP 500")}
+
+
+@pytest.mark.parametrize("case", RETRY_CASES, ids=case_ids(RETRY_CASES))
+def test_open_stream_retries_hiccups_only(case):
+    outcomes = iter(case["raises"])
+    calls = []
+    pauses = []
+
+    def create(**kwargs):
+        calls.append(kwargs)
+        outcome = next(outcomes)
+        if outcome != "ok":
+            raise _RAISE[outcome]
+        return "stream"
+
+    rec = {"retries": 0}
+    expect = case["expect"]
+    if expect["error"] is None:
+        stream, t0 = va.open_stream(create, {"stream": True}, FakeSDK, rec, sleep=pauses.append)
+        assert stream == "stream" and t0 > 0
+    else:
+        with pytest.raises(getattr(FakeSDK, expect["error"])) as info:
+            va.open_stream(create, {"stream": True}, FakeSDK, rec, sleep=pauses.append)
+        assert type(info.value).__name__ == expect["error"]
+    assert rec["retries"] == expect["retries"] and len(calls) == expect["calls"]
+    assert calls == [{"stream": True}] * len(calls)  # the same request each time
+    # the SDKs' pauses, less up to 25 % jitter
+    assert len(pauses) == len(expect["pauses"])
+    for got, full in zip(pauses, expect["pauses"]):
+        assert 0.75 * full <= got <= full
+
+
+def test_summary_counts_the_retries_apart_from_the_errors():
+    turns = [dict(_turn(0, 1, 0.2), retries=1), dict(_turn(0, 2, 0.1), retries=0), dict(_turn(0, 3, None, error="connection"), retries=2)]
+    conf = {"turns": 3, "max_tokens": 64, "temperature": 0.7, "top_p": 0.95}
+    res = va.summarize_agent({0: {"turns": turns, "forced": None}}, {}, None, None, 1.0, conf)
+    assert (res["requests"], res["errors_total"], res["retries"]) == (3, 1, 3)

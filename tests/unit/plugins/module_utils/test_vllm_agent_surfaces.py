@@ -13,6 +13,7 @@ import os
 import pytest
 
 from ansible_collections.gpuhost.inference.plugins.module_utils import vllm_agent_surfaces as vs
+from ansible_collections.gpuhost.inference.tests.doubles.http_double import HttpDouble, JsonHandler
 from ansible_collections.gpuhost.inference.tests.unit.paths import FIXTURES, case_ids, load_cases
 
 CASES = load_cases("vllm_agent_surfaces_cases.yaml")
@@ -174,30 +175,19 @@ def test_run_surface_refuses_an_unknown_surface():
     ({"x-api-key": 401, "bearer": 401}, "wrong", []),
 ])
 def test_auth_probe_sends_each_header_alone(statuses, key, accepted):
-    import urllib.error
-
     sent = []
 
-    def opener(req, timeout):
-        headers = {k.lower(): v for k, v in req.header_items()}
-        kind = "bearer" if "authorization" in headers else "x-api-key"
-        assert ("authorization" in headers) != ("x-api-key" in headers), headers
-        assert req.full_url == "http://box:8000/v1/messages/count_tokens" and timeout == 30.0
-        sent.append(kind)
-        if statuses[kind] != 200:
-            raise urllib.error.HTTPError(req.full_url, statuses[kind], "no", {}, None)
+    class Handler(JsonHandler):
+        def do_POST(self):  # noqa: N802
+            self.read_json()
+            kind = "bearer" if "Authorization" in self.headers else "x-api-key"
+            sent.append((self.path, kind, "Authorization" in self.headers, "x-api-key" in self.headers,
+                         self.headers.get("anthropic-version")))
+            self.send_json(statuses[kind], {} if statuses[kind] == 200 else {"error": "Unauthorized"})
 
-        class Resp:
-            status = 200
-
-            def __enter__(self):
-                return self
-
-            def __exit__(self, *_exc):
-                return False
-        return Resp()
-
-    got = vs.auth_probe("http://box:8000/", "m", key, opener=opener)
-    assert sent == ["x-api-key", "bearer"]
+    with HttpDouble(Handler) as double:
+        got = vs.auth_probe(double.url + "/", "m", key)
+    assert sent == [("/v1/messages/count_tokens", "x-api-key", False, True, "2023-06-01"),
+                    ("/v1/messages/count_tokens", "bearer", True, False, "2023-06-01")]
     assert got == {"x-api-key": statuses["x-api-key"], "bearer": statuses["bearer"], "accepted": accepted,
                    "key_configured": bool(key)}
