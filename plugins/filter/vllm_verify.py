@@ -124,8 +124,10 @@ def _gate_aggregate(i):
 def _gate_errors(i):
     errors = _int(i["probe"].get("errors_total"))
     threshold = _int(i.get("max_errors"))
+    retries = _int(i["probe"].get("retries_total"))
     return _gate("max_errors", errors <= threshold, errors, threshold,
-                 "failed requests over all levels (greedy and sampled) and the soak")
+                 "failed requests over all levels (greedy and sampled) and the soak%s" % (
+                     "; %d transport retries (hiccups sent again, not failures)" % retries if retries else ""))
 
 
 def _gate_sampled(i):
@@ -530,6 +532,7 @@ def vllm_verify_agent_report(agent, enabled=True):
         "turns": agent.get("turns"),
         "requests": _int(agent.get("requests")),
         "errors_total": _int(agent.get("errors_total")),
+        "retries": _int(agent.get("retries")),
         "errors": agent.get("errors") or {},
         "error_messages": list(agent.get("error_messages") or []),
         "ttft_first_ms": _ms(agent.get("ttft_first_s")),
