@@ -61,8 +61,8 @@ def use_collection():
     """Make ``ansible_collections.gpuhost.inference`` (this checkout) importable and return the
     directory put on sys.path: .cache/collections when `make bootstrap` made it, else a link in a
     temporary directory (removed at exit; a child process started after this call reuses it
-    through $GPUHOST_BENCH_COLLECTIONS). The client and the doubles are standard library only, so
-    this needs no Ansible."""
+    through $GPUHOST_BENCH_COLLECTIONS). Neither the client (aiohttp) nor the doubles (standard
+    library) need Ansible."""
     collections = os.path.join(ROOT, ".cache", "collections")
     if not _links_here(collections):
         collections = os.environ.get(COLLECTIONS_ENV, "")

