@@ -8,10 +8,11 @@ Why aiohttp: it is the client of vLLM's own ``vllm bench serve`` (so the probe r
 vLLM's benchmark does), vLLM 0.28.0 depends on it (every vLLM venv has it: the CPU wheelhouse holds
 aiohttp 3.14.5; vllm_probe and vllm_agent_probe run with the venv's python), its C parser (llhttp)
 does the HTTP/1.1 framing and the chunked decoding, and one event loop runs every stream, plain http
-and https alike (no thread per stream). httpx, also in the venv (under the OpenAI and Anthropic SDKs),
-runs a stream per thread or per anyio task at a higher cost per token; the agent surfaces use it
-through the SDKs, as the agents do. What is left here is the SSE event parser (SseParser: a few
-lines over the body bytes aiohttp hands out) and the timings.
+and https alike (no thread per stream). httpx (0.29 in the venv; the OpenAI and Anthropic SDKs
+bring their own httpx2) runs a stream per thread or per anyio task at a higher cost per token, and
+vLLM's bench does not use it; the agent level sends with the SDKs, as the agents do. What is left
+here is the SSE event parser (SseParser: a few lines over the body bytes aiohttp hands out), the
+timings and the retry rule.
 
     ep = Endpoint("http://127.0.0.1:8000", api_key=None)
     status, models = ep.get_json("/v1/models")
