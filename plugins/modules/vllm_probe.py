@@ -35,7 +35,7 @@ description:
     V(test double), whose watts are simulated, not measured.
   - With O(soak_seconds) above 0, keeps the highest level of O(concurrency) busy for that long and
     returns the requests, errors by status and the count of 5xx answers.
-  - Sends with aiohttp (the client of C(vllm bench serve); vLLM depends on it, so every vLLM venv has it): run
+  - Sends with aiohttp (the client of C(vllm bench serve); vLLM depends on it, so every vLLM venv has it). Run
     it with the vLLM venv's python (C(ansible_python_interpreter)). Never changes anything (C(changed) is
     always V(false)); in check mode it sends nothing and returns C(skipped=true).
   - A request that fails at the transport before any byte of an answer (connection refused or reset, a kept-alive
