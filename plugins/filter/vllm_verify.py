@@ -16,6 +16,7 @@ import re
 
 from ansible.errors import AnsibleFilterError
 
+from ansible_collections.gpuhost.inference.plugins.module_utils.gpuhost_invariants import owned_path_errors
 from ansible_collections.gpuhost.inference.plugins.module_utils.gpuhost_values import check as _typed
 from ansible_collections.gpuhost.inference.plugins.module_utils.vllm_engine import engine_deaths
 
@@ -31,7 +32,6 @@ CONCURRENCY_MAX = 1024
 _BASE_URL = re.compile(r"^(?P<scheme>https?)://(?P<host>\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9]([A-Za-z0-9.-]*[A-Za-z0-9])?)"
                        r":(?P<port>[0-9]{1,5})(?P<path>/[A-Za-z0-9._~/-]*)?$")
 _UNIT = re.compile(r"^[A-Za-z0-9:_][A-Za-z0-9:_.-]*(@[A-Za-z0-9:_.-]+)?\.service$")
-_PLAIN_PATH = re.compile(r"^/[A-Za-z0-9._/-]+$")
 _PLATFORM = re.compile(r"Automatically detected platform (\w+)|\bdevice_config=(\w+)")
 
 
@@ -676,10 +676,8 @@ def vllm_verify_var_errors(values):
     if not isinstance(unit, str) or not _UNIT.match(unit) or len(unit) > 255:
         errors.append("vllm_verify_unit_name must be a systemd service name (letters, digits and : _ . - with an optional "
                       "@instance, ending in .service; not a template), got %s" % _show(unit))
-    state_dir = values.get("vllm_verify_state_dir", "/x")
-    if not isinstance(state_dir, str) or not _PLAIN_PATH.match(state_dir) or ".." in state_dir.split("/"):
-        errors.append("vllm_verify_state_dir must be an absolute path of letters, digits and . _ / - (no spaces, quotes, "
-                      ".. components or line breaks), got %s" % _show(state_dir))
+    if "vllm_verify_state_dir" in values:  # the collection's one path rule (module_utils/gpuhost_invariants.py)
+        errors.extend(owned_path_errors({"vllm_verify_state_dir": values["vllm_verify_state_dir"]}))
     report_dir = values.get("vllm_verify_controller_report_dir", "/x")
     if (not isinstance(report_dir, str) or not report_dir.startswith("/") or report_dir.strip() != report_dir
             or any(c in report_dir for c in ("\n", "\r", "\x00")) or ".." in report_dir.split("/")):
