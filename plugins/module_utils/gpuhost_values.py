@@ -39,7 +39,7 @@ FORMS = {
     "int": "an int (a whole number: 42 or '42')",
     "float": "a float (a number: 0.5 or '0.5')",
     "bool": "a bool (true/false, yes/no, on/off, 1/0, as a YAML boolean or a string)",
-    "dict": "a dict (a YAML/JSON mapping, or key=value pairs)",
+    "dict": "a dict (a YAML/JSON mapping: in a vars file, or -e as JSON: -e '{\"NAME\": {...}}'; -e NAME=... gives a string)",
     "str": "a str",
 }
 
@@ -203,9 +203,16 @@ def check(name, value, spec=None, roles_dir=ROLES_DIR):
     shown = redacted(value) if spec.get("no_log") else "%s (%s)" % (_show(value), type_name(value))
     if kind == "list" and value is not None and not isinstance(value, (list, tuple, str, int, float, bool)):
         return value, "%s must be %s, got %s" % (name, form(spec), shown)
+    # A dict only as a mapping: the roles read dicts as given (combine, dictsort), and a string from `-e NAME={...}`
+    # would fail inside a task instead of here.
+    # A str is a scalar: a mapping or a list would be written as its Python text (a key, a path) without a word.
+    if kind == "str" and isinstance(value, (Mapping, list, tuple)):
+        return value, "%s must be %s, got %s" % (name, form(spec), shown)
+    if kind == "dict" and isinstance(value, str):
+        return value, "%s must be %s, got %s" % (name, form(spec).replace("NAME", str(name)), shown)
     result = ArgumentSpecValidator({"x": one}).validate({"x": _plain(value)})
     if result.error_messages:
-        return value, "%s must be %s, got %s" % (name, form(spec), shown)
+        return value, "%s must be %s, got %s" % (name, form(spec).replace("NAME", str(name)), shown)
     return result.validated_parameters["x"], None
 
 
