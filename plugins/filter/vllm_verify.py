@@ -18,6 +18,7 @@ from ansible.errors import AnsibleFilterError
 
 from ansible_collections.gpuhost.inference.plugins.module_utils.gpuhost_invariants import owned_path_errors
 from ansible_collections.gpuhost.inference.plugins.module_utils.gpuhost_values import check as _typed
+from ansible_collections.gpuhost.inference.plugins.module_utils.gpuhost_values import marked_options
 from ansible_collections.gpuhost.inference.plugins.module_utils.vllm_engine import engine_deaths
 
 # The real nvidia-smi; the other power sources are "test double" (simulated watts) and "none".
@@ -676,8 +677,9 @@ def vllm_verify_var_errors(values):
     if not isinstance(unit, str) or not _UNIT.match(unit) or len(unit) > 255:
         errors.append("vllm_verify_unit_name must be a systemd service name (letters, digits and : _ . - with an optional "
                       "@instance, ending in .service; not a template), got %s" % _show(unit))
-    if "vllm_verify_state_dir" in values:  # the collection's one path rule (module_utils/gpuhost_invariants.py)
-        errors.extend(owned_path_errors({"vllm_verify_state_dir": values["vllm_verify_state_dir"]}))
+    # The collection's one path rule (module_utils/gpuhost_invariants.py) for the role's owned paths (`type: path`).
+    owned = marked_options("owned_path", ["vllm_verify"])
+    errors.extend(owned_path_errors({name: values[name] for name in owned if name in values and values[name] is not None}))
     report_dir = values.get("vllm_verify_controller_report_dir", "/x")
     if (not isinstance(report_dir, str) or not report_dir.startswith("/") or report_dir.strip() != report_dir
             or any(c in report_dir for c in ("\n", "\r", "\x00")) or ".." in report_dir.split("/")):

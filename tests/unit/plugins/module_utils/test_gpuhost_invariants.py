@@ -94,3 +94,28 @@ def test_every_listener_variable_is_a_role_option():
     roles = sorted({entry[0] for entry in inv.LISTENERS})
     missing = [name for name in listener_vars(roles) if option_spec(name) is None]
     assert not missing
+
+
+def test_every_owned_path_goes_through_the_rule_in_its_roles_preflight():
+    """A role run on its own (outside site.yml) applies the same rule: each owned path is handed to
+    unit_value_errors('path') in the role's preflight, or (vllm_verify) to its variables' filter, which takes the
+    role's owned paths from the spec."""
+    import glob  # pylint: disable=import-outside-toplevel
+    import os  # pylint: disable=import-outside-toplevel
+
+    from ansible_collections.gpuhost.inference.plugins.filter.vllm_verify import vllm_verify_var_errors
+    from ansible_collections.gpuhost.inference.tests.unit.paths import ROOT, load_cases as load
+
+    missing = []
+    for name in sorted(marked_options("owned_path")):
+        role = next(r for r in ("nvidia_power", "vllm_install", "vllm_service", "vllm_verify", "vllm_router",
+                                "front_door", "node_metrics", "fleet_prometheus") if name.startswith(r + "_"))
+        text = "".join(open(p, encoding="utf-8").read()
+                       for p in glob.glob(os.path.join(ROOT, "roles", role, "tasks", "preflight*.yml")))
+        if role == "vllm_verify":
+            base = load("vllm_verify_cases.yaml", "var_errors_base")
+            if not any("%s=/etc" % name in e for e in vllm_verify_var_errors(dict(base, **{name: "/etc"}))):
+                missing.append(name)
+        elif "'%s':" % name not in text:
+            missing.append(name)
+    assert not missing
