@@ -121,10 +121,11 @@ def package_path_errors(values, owners, defaults=None):
         path = normal_path(value)
         packages = owners.get(path) or owners.get(value)
         if packages and normal_path(str(defaults.get(name, ""))) != path:
+            names = sorted(set(packages))
+            shown = ", ".join(names[:3]) + (" and %d more" % (len(names) - 3) if len(names) > 3 else "")
             errors.append("%s=%s: the distribution package%s %s own%s it (read on the target); the role would "
                           "create, chown, chmod or remove it: choose a directory of its own"
-                          % (name, value, "s" if len(packages) > 1 else "", ", ".join(sorted(set(packages))),
-                             "" if len(packages) > 1 else "s"))
+                          % (name, value, "s" if len(names) > 1 else "", shown, "" if len(names) > 1 else "s"))
     return errors
 
 
@@ -243,6 +244,9 @@ def listener_errors(table, live=None):
                 continue
             if entry["unit"] and held.get("unit") == entry["unit"]:
                 continue
+            if any(other is not entry and other["unit"] == held.get("unit") and _port(other["port"]) == port
+                   for other in table):
+                continue  # the collection's own listener of that port: the two-of-ours error above names both
             errors.append("%s: port %s is already taken on this host by %s (pid %s%s, listening on %s): not one of "
                           "the collection's listeners for that port; stop it or choose another port"
                           % (_label(entry), port, held.get("process") or "an unknown process",

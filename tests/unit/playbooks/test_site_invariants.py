@@ -66,5 +66,10 @@ def test_matrix_case_gets_the_message_it_looks_for(name):
 def test_monitoring_host_listeners_from_defaults():
     """Prometheus on vLLM's port, each taken from the role's defaults where unset (the issue's example)."""
     assert_errors_match(render({"fleet_prometheus_port": 8000}, GPU_ROLES + ["fleet_prometheus"]),
-                        [["fleet_prometheus_port=8000", "vllm_service_port=8000", "two of the collection's listeners"],
-                         ["fleet_prometheus_port=8000", "already taken on this host by vllm"]])
+                        [["fleet_prometheus_port=8000", "vllm_service_port=8000", "two of the collection's listeners"]])
+
+
+def test_a_foreign_process_on_prometheus_port():
+    assert_errors_match(render({"fleet_prometheus_port": 18123}, GPU_ROLES + ["fleet_prometheus"]),
+                        [["fleet_prometheus_port=18123", "already taken on this host by python3", "pid 12",
+                          "unit gpuhost-foreign-listener.service"]])
