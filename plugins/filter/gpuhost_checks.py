@@ -232,8 +232,8 @@ def owned_path_errors(values, owners=None):
     allow_empty = [name for name in owned if marked[name].get("default") == ""]
     errors = _inv.owned_path_errors(owned, allow_empty=allow_empty)
     # A path already refused (its form, a system directory) is not looked up again.
-    owned = {name: value for name, value in owned.items() if not any(e.startswith(name + "=") or
-                                                                       e.startswith(name + " ") for e in errors)}
+    refused = {name for name in owned for e in errors if e.startswith((name + "=", name + " "))}
+    owned = {name: value for name, value in owned.items() if name not in refused}
     if owners:
         defaults = {name: spec.get("default") for name, spec in marked.items()
                     if isinstance(spec.get("default"), str) and "{" not in spec["default"]}
