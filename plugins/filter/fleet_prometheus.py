@@ -130,9 +130,98 @@ def fleet_prometheus_bind_errors(values):
     return errors
 
 
+# Prometheus's label name (model.LabelNameRE; names starting with __ are reserved for internal use).
+_LABEL_NAME = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]*$")
+# The job names of the scrape configs the role writes itself (templates/prometheus.yml.j2).
+OWN_JOBS = ("prometheus", "vllm", "node", "vllm_router")
+
+
+def _url_errors(where, url):
+    """Prometheus's remote_write url: an absolute http(s) URL with a host (config.URL / url.Parse)."""
+    import urllib.parse  # pylint: disable=import-outside-toplevel
+
+    if not isinstance(url, str) or not url.strip() or any(c.isspace() for c in url):
+        return ["%s: url must be an http(s):// URL without spaces, got %s" % (where, _show(url))]
+    parts = urllib.parse.urlsplit(url)
+    try:
+        parts.port  # pylint: disable=pointless-statement  # raises on a bad port
+    except ValueError:
+        return ["%s: url %s has a bad port" % (where, _show(url))]
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        return ["%s: url must be an http(s):// URL with a host, got %s" % (where, _show(url))]
+    return []
+
+
+def fleet_prometheus_config_errors(values):
+    """Errors of the operator's inputs to prometheus.yml and alertmanager.yml, as Prometheus and amtool read them:
+    external label names, remote_write URLs, scrape job names (unique, not the role's own), and Alertmanager's route
+    and receivers."""
+    if not isinstance(values, Mapping):
+        raise AnsibleFilterError("fleet_prometheus_config_errors: the input must be a mapping {variable: value}")
+    errors = []
+    labels = values.get("fleet_prometheus_external_labels") or {}
+    if not isinstance(labels, Mapping):
+        errors.append("fleet_prometheus_external_labels must be a mapping {label name: value}")
+        labels = {}
+    for name, value in labels.items():
+        if not isinstance(name, str) or not _LABEL_NAME.match(name) or name.startswith("__"):
+            errors.append("fleet_prometheus_external_labels: %s is not a Prometheus label name ([a-zA-Z_][a-zA-Z0-9_]*, "
+                          "not starting with __)" % _show(name))
+        if not isinstance(value, (str, int, float)) or isinstance(value, bool):
+            errors.append("fleet_prometheus_external_labels: the value of %s must be a string" % _show(name))
+    remote = values.get("fleet_prometheus_remote_write") or []
+    for index, target in enumerate(remote if isinstance(remote, list) else []):
+        where = "fleet_prometheus_remote_write[%d]" % index
+        if not isinstance(target, Mapping):
+            errors.append("%s must be a mapping with a url" % where)
+        elif "url" in target:
+            errors.extend(_url_errors(where, target["url"]))
+    seen = {}
+    extra = values.get("fleet_prometheus_extra_scrape_configs") or []
+    for index, config in enumerate(extra if isinstance(extra, list) else []):
+        if not isinstance(config, Mapping) or "job_name" not in config:
+            continue
+        job = config["job_name"]
+        where = "fleet_prometheus_extra_scrape_configs[%d]" % index
+        if job in OWN_JOBS:
+            errors.append("%s: job_name %s is one of the role's own jobs (%s): Prometheus refuses two scrape configs of "
+                          "one name" % (where, _show(job), ", ".join(OWN_JOBS)))
+        elif job in seen:
+            errors.append("%s: job_name %s is also fleet_prometheus_extra_scrape_configs[%d]'s: Prometheus refuses two "
+                          "scrape configs of one name" % (where, _show(job), seen[job]))
+        seen.setdefault(job, index)
+    errors.extend(_alertmanager_errors(values.get("fleet_prometheus_alertmanager_config")))
+    return errors
+
+
+def _alertmanager_errors(config):
+    """Alertmanager's config as amtool check-config reads it: a route with a receiver that receivers defines."""
+    if config is None or (isinstance(config, Mapping) and not config):
+        return []  # the role writes its own default
+    where = "fleet_prometheus_alertmanager_config"
+    if not isinstance(config, Mapping):
+        return ["%s must be a mapping (Alertmanager's alertmanager.yml)" % where]
+    route = config.get("route")
+    if not isinstance(route, Mapping):
+        return ["%s: route must be a mapping with a receiver (amtool check-config: 'no routes provided' / a route that "
+                "is not a mapping), got %s" % (where, _show(route))]
+    receivers = config.get("receivers")
+    if not isinstance(receivers, list) or not all(isinstance(r, Mapping) and r.get("name") for r in receivers):
+        return ["%s: receivers must be a list of mappings, each with a name" % where]
+    names = [r["name"] for r in receivers]
+    if not route.get("receiver"):
+        return ["%s: route.receiver must be set (amtool: 'root route must specify a default receiver')" % where]
+    if route["receiver"] not in names:
+        return ["%s: route.receiver %s is not a receiver (%s)" % (where, _show(route["receiver"]), ", ".join(map(str, names)))]
+    if len(set(names)) != len(names):
+        return ["%s: two receivers have the same name" % where]
+    return []
+
+
 class FilterModule:
     """The fleet Prometheus's targets and binds."""
 
     def filters(self):
         return {"fleet_prometheus_targets": fleet_prometheus_targets,
+                "fleet_prometheus_config_errors": fleet_prometheus_config_errors,
                 "fleet_prometheus_bind_errors": fleet_prometheus_bind_errors}

@@ -11,17 +11,19 @@ import re
 from collections.abc import Mapping
 
 from ansible_collections.gpuhost.inference.plugins.module_utils.gpuhost_values import show as _show
+from ansible_collections.gpuhost.inference.plugins.module_utils import gpuhost_invariants as _inv
 from ansible_collections.gpuhost.inference.plugins.module_utils.gpuhost_values import (
     SECRET_ENV,
     check as _check,
+    is_secret as _is_secret,
+    marked_options as _marked_options,
     secret_hint as _secret_hint,
     type_name as _type_name,
 )
 
-# An absolute path of plain characters: no spaces or quotes (they would split or end a unit
-# setting or a shell word), no `%` (a systemd specifier), no `$`, `;`, backslash or line break.
-PATH_RE = re.compile(r"^/[A-Za-z0-9._/-]+$")
-PATH_FORM = "an absolute path of letters, digits and . _ / - (^/[A-Za-z0-9._/-]+$; no spaces, quotes, % specifiers or .. components)"
+# The one form of a path the roles write into a unit, a shell word or a config (module_utils/gpuhost_invariants.py).
+PATH_RE = _inv.PATH_RE
+PATH_FORM = _inv.PATH_FORM
 
 UNIT_TYPES = ("service", "socket", "device", "mount", "automount", "swap", "target", "path", "timer", "slice", "scope")
 # systemd's unit name characters (unit_name_is_valid()) but the backslash of its escapes; the
@@ -53,9 +55,13 @@ SECRET_NAME_RE = re.compile(r"(api_key|token|password|secret)", re.I)
 
 
 def _path_errors(name, value):
-    if PATH_RE.fullmatch(value) and ".." not in value.split("/"):
-        return []
-    return ["%s must be %s, got %s" % (name, PATH_FORM, _show(value))]
+    """The one path rule (module_utils/gpuhost_invariants.py): its form; for a path the role owns (typed `path` in its
+    argument spec), never a system directory or file, nor an ancestor of one."""
+    if not PATH_RE.fullmatch(value) or ".." in value.split("/"):
+        return ["%s must be %s, got %s" % (name, PATH_FORM, _show(value))]
+    if name in _marked_options("owned_path"):
+        return _inv.owned_path_errors({name: value})
+    return []
 
 
 def _unit_errors(name, value, types):
@@ -180,7 +186,8 @@ def line_errors(values):
         raise TypeError("line_errors: the input must be a mapping {variable name: value}, got %s" % _type_name(values))
     errors = []
     for name in sorted(values, key=str):
-        _line_walk(str(name), values[name], bool(SECRET_NAME_RE.search(str(name))), errors)
+        secret = bool(SECRET_NAME_RE.search(str(name))) or _is_secret(str(name))
+        _line_walk(str(name), values[name], secret, errors)
     return errors
 
 
@@ -200,6 +207,60 @@ def typed_errors(values):
         if error:
             errors.append(error)
     return errors
+
+
+def _owned(values):
+    """The owned-path variables among the values ({variable: value}): those their argument specs type `path`."""
+    if not isinstance(values, Mapping):
+        raise TypeError("the input must be a mapping {variable name: value}, got %s" % _type_name(values))
+    marked = _marked_options("owned_path")
+    return {str(name): values[name] for name in values if str(name) in marked and values[name] is not None}, marked
+
+
+def owned_path_errors(values, owners=None):
+    """Error strings for the host's owned paths (the variables of `values` typed `path` in their argument specs): the
+    one form, never a system directory, a system file or an ancestor of one (module_utils/gpuhost_invariants.py); with
+    owners ({path: [package]} read on the target by the module gpuhost_host_claims), never a path a distribution
+    package owns unless the variable is at its role's literal default."""
+    owned, marked = _owned(values)
+    allow_empty = [name for name in owned if marked[name].get("default") == ""]
+    errors = _inv.owned_path_errors(owned, allow_empty=allow_empty)
+    # A path already refused (its form, a system directory) is not looked up again.
+    refused = {name for name in owned for e in errors if e.startswith((name + "=", name + " "))}
+    owned = {name: value for name, value in owned.items() if name not in refused}
+    if owners:
+        defaults = {name: spec.get("default") for name, spec in marked.items()
+                    if isinstance(spec.get("default"), str) and "{" not in spec["default"]}
+        errors.extend(_inv.package_path_errors(owned, owners, defaults))
+    return errors
+
+
+def owned_paths(values):
+    """The host's owned paths to look up on the target: the plain, non-empty ones, normalised, unique and sorted."""
+    owned, _marked = _owned(values)
+    return sorted({_inv.normal_path(v) for v in owned.values()
+                   if isinstance(v, str) and _inv.PATH_RE.fullmatch(v) and ".." not in v.split("/")})
+
+
+def listener_errors(values, roles, live=None):
+    """Error strings for the listeners of the host's roles (the table of module_utils/gpuhost_invariants.py built from
+    the values): two on one port and address family, a port held by a process not ours (live: from
+    gpuhost_host_claims)."""
+    if not isinstance(values, Mapping):
+        raise TypeError("listener_errors: the input must be a mapping {variable name: value}, got %s" % _type_name(values))
+    plain = {str(k): typed(v, str(k)) for k, v in values.items()}
+    return _inv.listener_errors(_inv.listener_table(plain, [str(r) for r in roles]), live or [])
+
+
+def listener_vars(roles):
+    """The variables the listener table of these roles reads (hosts, ports, units, switches): site.yml's play 1 takes
+    each from the host's variables, else from its role's defaults."""
+    names = []
+    for role, _what, host_var, port_var, unit, switch in _inv.LISTENERS:
+        if role in [str(r) for r in roles]:
+            names.extend(n for n in (host_var, port_var, unit[1:] if unit.startswith("$") else None, switch)
+                         if n and n not in names)
+    return names
 
 
 def url_host(host, listen_all_as="loopback"):
@@ -224,4 +285,6 @@ class FilterModule:
 
     def filters(self):
         return {"unit_value_errors": unit_value_errors, "typed": typed, "typed_errors": typed_errors,
-                "line_errors": line_errors, "url_host": url_host}
+                "line_errors": line_errors, "url_host": url_host,
+                "owned_path_errors": owned_path_errors, "owned_paths": owned_paths,
+                "listener_errors": listener_errors, "listener_vars": listener_vars}

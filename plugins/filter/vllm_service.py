@@ -26,26 +26,34 @@ _PRIVILEGED_PORTS = 1024
 
 
 def _binds(v):
-    """[(where, host, port)]: every bind the unit may get: the variables, vllm_service_settings, each profile."""
-    binds = [("vllm_service_host/vllm_service_port", v["vllm_service_host"], v["vllm_service_port"])]
-    settings = v.get("vllm_service_settings")
-    sources = [("vllm_service_settings", settings)]
+    """[(where, host, port)]: the unit's one bind, from the variables (a setting that sets one is refused)."""
+    return [("vllm_service_host/vllm_service_port", v["vllm_service_host"], v["vllm_service_port"])]
+
+
+# vLLM's flags that set where it listens: only vllm_service_host and vllm_service_port do (the listener table of
+# site.yml's play 1, the front door's and the router's checks read those alone).
+_LISTEN_SETTINGS = {"host": "vllm_service_host", "port": "vllm_service_port", "uds": "vllm_service_host"}
+
+
+def _listen_setting_errors(v):
+    """A listen address or port set through vllm_service_settings or a profile's settings: refused (a bypass)."""
+    sources = [("vllm_service_settings", v.get("vllm_service_settings"))]
     profiles = v.get("profiles")
     if isinstance(profiles, Mapping):
         for name in sorted(profiles, key=str):
             profile = profiles[name]
             if isinstance(profile, Mapping):
                 sources.append(("profile '%s' settings" % name, profile.get("settings")))
-    host, port = binds[0][1], binds[0][2]
+    errors = []
     for where, part in sources:
         if not isinstance(part, Mapping):
             continue
-        keys = {str(k).replace("-", "_"): val for k, val in part.items()}
-        if keys.get("host") is not None or keys.get("port") is not None:
-            base_host = keys.get("host") if keys.get("host") is not None else host
-            base_port = keys.get("port") if keys.get("port") is not None else port
-            binds.append((where, base_host, base_port))
-    return binds
+        for key in sorted(part, key=str):
+            name = str(key).replace("-", "_")
+            if name in _LISTEN_SETTINGS:
+                errors.append("%s: '%s' sets where vLLM listens, which only %s does (the listener table and the "
+                              "front door's check read it): set that variable instead" % (where, key, _LISTEN_SETTINGS[name]))
+    return errors
 
 
 def _length(value):
@@ -85,6 +93,7 @@ def vllm_service_var_errors(values):
         errors.append("vllm_service_user must not be root (vLLM runs a web server and loads model code: it runs as the "
                       "unprivileged account vllm_install creates), got \"root\"")
     errors.extend(_bind_errors(v))
+    errors.extend(_listen_setting_errors(v))
     tp_size = v["vllm_service_tensor_parallel_size"]
     if _int(tp_size) < 1:
         errors.append("vllm_service_tensor_parallel_size must be an integer >= 1, got %s" % (tp_size,))

@@ -17,7 +17,9 @@ from ansible.errors import AnsibleFilterError
 
 from ansible_collections.gpuhost.inference.plugins.module_utils.gpuhost_values import as_float as _num
 from ansible_collections.gpuhost.inference.plugins.module_utils.gpuhost_values import show as _show
+from ansible_collections.gpuhost.inference.plugins.module_utils.gpuhost_invariants import owned_path_errors
 from ansible_collections.gpuhost.inference.plugins.module_utils.gpuhost_values import check as _typed
+from ansible_collections.gpuhost.inference.plugins.module_utils.gpuhost_values import marked_options
 from ansible_collections.gpuhost.inference.plugins.module_utils.vllm_engine import engine_deaths
 
 # The real nvidia-smi; the other power sources are "test double" (simulated watts) and "none".
@@ -32,7 +34,6 @@ CONCURRENCY_MAX = 1024
 _BASE_URL = re.compile(r"^(?P<scheme>https?)://(?P<host>\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9]([A-Za-z0-9.-]*[A-Za-z0-9])?)"
                        r":(?P<port>[0-9]{1,5})(?P<path>/[A-Za-z0-9._~/-]*)?$")
 _UNIT = re.compile(r"^[A-Za-z0-9:_][A-Za-z0-9:_.-]*(@[A-Za-z0-9:_.-]+)?\.service$")
-_PLAIN_PATH = re.compile(r"^/[A-Za-z0-9._/-]+$")
 _PLATFORM = re.compile(r"Automatically detected platform (\w+)|\bdevice_config=(\w+)")
 
 
@@ -663,10 +664,9 @@ def vllm_verify_var_errors(values):
     if not isinstance(unit, str) or not _UNIT.match(unit) or len(unit) > 255:
         errors.append("vllm_verify_unit_name must be a systemd service name (letters, digits and : _ . - with an optional "
                       "@instance, ending in .service; not a template), got %s" % _show(unit))
-    state_dir = values.get("vllm_verify_state_dir", "/x")
-    if not isinstance(state_dir, str) or not _PLAIN_PATH.match(state_dir) or ".." in state_dir.split("/"):
-        errors.append("vllm_verify_state_dir must be an absolute path of letters, digits and . _ / - (no spaces, quotes, "
-                      ".. components or line breaks), got %s" % _show(state_dir))
+    # The collection's one path rule (module_utils/gpuhost_invariants.py) for the role's owned paths (`type: path`).
+    owned = marked_options("owned_path", ["vllm_verify"])
+    errors.extend(owned_path_errors({name: values[name] for name in owned if name in values and values[name] is not None}))
     report_dir = values.get("vllm_verify_controller_report_dir", "/x")
     if (not isinstance(report_dir, str) or not report_dir.startswith("/") or report_dir.strip() != report_dir
             or any(c in report_dir for c in ("\n", "\r", "\x00")) or ".." in report_dir.split("/")):

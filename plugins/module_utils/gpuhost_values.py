@@ -22,6 +22,8 @@ from collections.abc import Mapping
 
 from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
 
+from ansible_collections.gpuhost.inference.plugins.module_utils.gpuhost_invariants import redacted
+
 # bool before int: a bool is an int to isinstance.
 _KINDS = ((bool, "bool"), (int, "int"), (float, "float"), (str, "str"), (Mapping, "dict"), (list, "list"),
           (type(None), "null"))
@@ -37,7 +39,7 @@ FORMS = {
     "int": "an int (a whole number: 42 or '42')",
     "float": "a float (a number: 0.5 or '0.5')",
     "bool": "a bool (true/false, yes/no, on/off, 1/0, as a YAML boolean or a string)",
-    "dict": "a dict (a YAML/JSON mapping, or key=value pairs)",
+    "dict": "a dict (a YAML/JSON mapping: in a vars file, or -e as JSON: -e '{\"NAME\": {...}}'; -e NAME=... gives a string)",
     "str": "a str",
 }
 
@@ -110,6 +112,39 @@ def _role_options(role, roles_dir):
     return spec["argument_specs"]["main"].get("options") or {}
 
 
+def _roles(roles_dir):
+    return sorted(entry for entry in os.listdir(roles_dir)
+                  if os.path.isdir(os.path.join(roles_dir, entry)) and not entry.startswith("_"))
+
+
+def marked_options(marker, roles=None, roles_dir=ROLES_DIR):
+    """See _marked_options (cached: the specs do not change during a run)."""
+    return dict(_marked_options(marker, tuple(roles) if roles is not None else None, roles_dir))
+
+
+@functools.lru_cache(maxsize=None)
+def _marked_options(marker, roles, roles_dir):
+    """The variables of the roles (default: every public role) that their argument specs mark, as {name: spec}:
+    marker 'owned_path' (``type: path``: a path on the target the role creates, chowns, chmods or removes) or
+    'secret' (``no_log: true``: never shown). The one declaration of both invariants (docs/CONTRACTS.md)."""
+    if marker not in ("owned_path", "secret"):
+        raise ValueError("marked_options: marker must be owned_path or secret, got %r" % (marker,))
+    found = {}
+    for role in roles if roles is not None else _roles(roles_dir):
+        for name, spec in _role_options(str(role), os.path.abspath(roles_dir)).items():
+            if marker == "owned_path" and spec.get("type") == "path":
+                found[name] = spec
+            elif marker == "secret" and spec.get("no_log"):
+                found[name] = spec
+    return found
+
+
+def is_secret(name, roles_dir=ROLES_DIR):
+    """True for a variable whose argument spec says no_log: its value is never shown."""
+    spec = option_spec(name, roles_dir)
+    return bool(spec and spec.get("no_log"))
+
+
 def option_spec(name, roles_dir=ROLES_DIR):
     """The argument spec entry of a role variable (None: not a variable of this collection's roles)."""
     roles = [entry for entry in os.listdir(roles_dir) if os.path.isdir(os.path.join(roles_dir, entry))]
@@ -177,11 +212,19 @@ def check(name, value, spec=None, roles_dir=ROLES_DIR):
         return value, None
     one = {k: v for k, v in spec.items() if k in ("type", "elements", "choices", "default", "required")}
     one.pop("required", None)
+    shown = redacted(value) if spec.get("no_log") else "%s (%s)" % (show(value), type_name(value))
     if kind == "list" and value is not None and not isinstance(value, (list, tuple, str, int, float, bool)):
-        return value, "%s must be %s, got %s (%s)" % (name, form(spec), show(value), type_name(value))
+        return value, "%s must be %s, got %s" % (name, form(spec), shown)
+    # A dict only as a mapping: the roles read dicts as given (combine, dictsort), and a string from `-e NAME={...}`
+    # would fail inside a task instead of here.
+    # A str is a scalar: a mapping or a list would be written as its Python text (a key, a path) without a word.
+    if kind == "str" and isinstance(value, (Mapping, list, tuple)):
+        return value, "%s must be %s, got %s" % (name, form(spec), shown)
+    if kind == "dict" and isinstance(value, str):
+        return value, "%s must be %s, got %s" % (name, form(spec).replace("NAME", str(name)), shown)
     result = ArgumentSpecValidator({"x": one}).validate({"x": _plain(value)})
     if result.error_messages:
-        return value, "%s must be %s, got %s (%s)" % (name, form(spec), show(value), type_name(value))
+        return value, "%s must be %s, got %s" % (name, form(spec).replace("NAME", str(name)), shown)
     return result.validated_parameters["x"], None
 
 

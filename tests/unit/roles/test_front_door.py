@@ -28,6 +28,7 @@ from ansible.template import Templar, trust_as_template
 
 from ansible_collections.gpuhost.inference.tests.unit.doubles.test_vllm_double import Double
 from ansible_collections.gpuhost.inference.tests.unit.paths import ROOT, case_ids, load_cases
+from ansible_collections.gpuhost.inference.tests.unit.plugins.filter.matrix import matrix_cases
 from ansible_collections.gpuhost.inference.tests.unit.ports import free_port
 from ansible_collections.gpuhost.inference.tests.unit.templating import trusted
 
@@ -466,3 +467,18 @@ def test_the_lab_apt_pool_holds_nginx():
         line = next(ln for ln in handle if ln.startswith("PACKAGES=${APT_POOL_PACKAGES:-"))
     pool = line.split(":-", 1)[1].rstrip("}\n").split()
     assert set(load("defaults", "main.yml")["front_door_packages"]) <= set(pool)
+
+
+# The bad-input matrix's cases of the door's preflight (molecule default, faults; issue 42.5): the role's preflight run
+# by ansible-playbook on the controller (its checks run there) refuses each with the message the matrix looks for.
+PREFLIGHT_TASKS = [{"name": "Preflight", "ansible.builtin.include_role": {"name": "gpuhost.inference.front_door",
+                                                                           "tasks_from": "preflight.yml"}}]
+
+
+@pytest.mark.parametrize("name", sorted(n for n in matrix_cases() if n.startswith("door_")))
+def test_matrix_door_case_refused_by_the_preflight(tmp_path, name):
+    bad, expected = matrix_cases()[name]
+    result = run_playbook(tmp_path, PREFLIGHT_TASKS, bad)
+    assert result.returncode != 0, result.stdout[-2000:]
+    missing = [s for s in expected if s not in result.stdout]
+    assert not missing, "matrix case %s looks for %r:\n%s" % (name, missing, result.stdout[-3000:])

@@ -102,7 +102,62 @@ CASES = [
      ["vllm_install_variant=cuda", "driver >= 580", "570.172.08", "CUDA 13.0", "vllm_install_version"]),
     ("cuda_compute_cap_6_1", {"vllm_install_variant": "cuda", "nvidia_power_nvidia_smi_path": "/usr/local/bin/nvidia-smi-cc61"},
      ["vllm_install_variant=cuda", "compute capability >= 7.5", "6.1"]),
+    # Issue 42, one case per class and role it applies to, all refused in play 1 (the host invariants of site.yml's
+    # play 1, playbooks/tasks/site_invariants.yml, then the typing and each role's preflight).
+    # 42.1 owned paths: never a system directory or file (FHS 3.0, file-hierarchy(7)), nor a package's (dpkg-query -S).
+    ("owned_door_config_dir_etc", {"front_door_enabled": True, "front_door_config_dir": "/etc"},
+     ["front_door_config_dir=/etc", "is a system directory", "file-hierarchy(7)"]),
+    ("owned_power_state_dir_var_lib", {"nvidia_power_state_dir": "/var/lib"}, ["nvidia_power_state_dir=/var/lib", "system directory"]),
+    ("owned_install_base_dir_usr", {"vllm_install_base_dir": "/usr"}, ["vllm_install_base_dir=/usr", "system directory"]),
+    ("owned_service_env_file_passwd", {"vllm_service_env_file": "/etc/passwd"}, ["vllm_service_env_file=/etc/passwd", "system file"]),
+    ("owned_service_config_dir_of_a_package", {"vllm_service_config_dir": "/etc/dpkg"},
+     ["vllm_service_config_dir=/etc/dpkg", "package dpkg owns it", "read on the target"]),
+    ("owned_verify_state_dir_root", {"vllm_verify_state_dir": "/root"}, ["vllm_verify_state_dir=/root", "system directory"]),
+    ("owned_metrics_textfile_dir_var_log", {"node_metrics_textfile_dir": "/var/log"},
+     ["node_metrics_textfile_dir=/var/log", "system directory"]),
+    # 42.2 one table of listeners: two of ours on one port, a port a foreign process holds (FOREIGN_PORT, a fixture).
+    ("listen_door_on_vllms_port", {"front_door_enabled": True, "front_door_port": 8000},
+     ["front_door_port=8000", "vllm_service_port=8000", "two of the collection's listeners on port 8000"]),
+    ("listen_node_exporter_on_vllms_port", {"node_metrics_port": 8000},
+     ["node_metrics_port=8000", "vllm_service_port=8000", "two of the collection's listeners"]),
+    ("listen_vllm_on_node_exporters_port", {"vllm_service_port": 9100},
+     ["vllm_service_port=9100", "node_metrics_port=9100", "two of the collection's listeners"]),
+    ("listen_port_of_a_foreign_process", {"node_metrics_port": 18123},
+     ["node_metrics_port=18123", "already taken on this host by python3", "gpuhost-foreign-listener.service"]),
+    # 42.3 secrets never shown, whatever the type (the value must be absent from the whole run's output).
+    ("secret_api_key_as_a_mapping", {"vllm_service_api_key": {"k": "4306a1b2c3d4e5f6a7b8c9d0e1f2-vllm"}},
+     ["vllm_service_api_key must be a str", "a mapping of 1 entries (a secret: not shown)"]),
+    ("secret_hf_token_as_a_list", {"vllm_service_hf_token": ["hf_4306a1b2c3d4e5f6a7b8c9d0e1f2"]},
+     ["vllm_service_hf_token must be a str", "a list of 1 items (a secret: not shown)"]),
+    # 42.4 a dict given as a string (what `-e name={...}` gives) is refused like any bad type, before any task.
+    ("coerce_settings_as_a_string", {"vllm_service_settings": '{"max_num_seqs": 4}'},
+     ["vllm_service_settings must be a dict", "-e vllm_service_settings=... gives a string"]),
+    ("coerce_gpu_limits_as_a_string", {"nvidia_power_gpu_limits_w": "0=250"}, ["nvidia_power_gpu_limits_w must be a dict"]),
+    # 42.5 config inputs checked as their programs check them (the door's: one task of its run-stopping preflight,
+    # with bind_without_front_door, so that every refusal there is reported).
+    ("door_revocation_of_no_client", {"front_door_enabled": True, "front_door_api_keys": {"alice": "door-key-a-0123456789abcdef0123456789abcdef"},
+                                      "front_door_revoked_clients": ["mallory"]},
+     ['front_door_revoked_clients: "mallory" is not a client (the clients are alice)']),
+    ("door_env_name_with_spaces", {"front_door_enabled": True, "front_door_api_keys": {"alice": "door-key-b-0123456789abcdef0123456789abcdef"},
+                                   "front_door_agent_api_key_env": "VLLM API KEY"},
+     ["front_door_agent_api_key_env must be an environment variable name", '"VLLM API KEY"']),
+    ("door_lab_cert_days_zero", {"front_door_enabled": True, "front_door_api_keys": {"alice": "door-key-c-0123456789abcdef0123456789abcdef"},
+                                 "front_door_lab_cert_days": 0}, ["front_door_lab_cert_days must be 1-825"]),
+    ("door_tls_files_without_pem", {"front_door_enabled": True, "front_door_api_keys": {"alice": "door-key-d-0123456789abcdef0123456789abcdef"},
+                                    "front_door_tls_cert_file": "/etc/hostname", "front_door_tls_key_file": "/etc/hostname"},
+     ["front_door_tls_cert_file=/etc/hostname is not a PEM certificate", "is not a PEM private key"]),
+    # 42.6 no bypass: listen addresses only through the host variables; node exporter beyond loopback needs its opt-in.
+    ("bypass_node_exporter_listen_arg", {"node_metrics_extra_args": ["--web.listen-address=0.0.0.0:9100"]},
+     ["node_metrics_extra_args: sets where node exporter listens", "node_metrics_host"]),
+    ("bypass_node_exporter_beyond_loopback", {"node_metrics_host": "0.0.0.0"},
+     ["node_metrics_host=0.0.0.0 listens beyond this host", "node_metrics_allow_remote"]),
+    ("bypass_vllm_host_setting", {"vllm_service_settings": {"host": "0.0.0.0"}},
+     ["vllm_service_settings: 'host' sets where vLLM listens, which only vllm_service_host does"]),
 ]
+# Secret values of the cases above: none may appear anywhere in the run's output.
+SECRET_VALUES = ["4306a1b2c3d4e5f6a7b8c9d0e1f2-vllm", "hf_4306a1b2c3d4e5f6a7b8c9d0e1f2"]
+# A process that is not the collection's, listening where case listen_port_of_a_foreign_process puts node exporter.
+FOREIGN_PORT = 18123
 
 # Mocked cards for the CUDA cases: a state file beside the box's own (the test double's
 # NVIDIA_SMI_MOCK_STATE) and an nvidia-smi wrapper that reads it, named in the case's host vars.
@@ -157,7 +212,18 @@ def parse_failures(stdout: str) -> dict:
 
 
 @pytest.fixture(scope="module")
-def matrix(host, mocked_cards, tmp_path_factory):  # pylint: disable=unused-argument,redefined-outer-name
+def foreign_listener(host):
+    """A listener of a unit that is not the collection's (a transient systemd unit: nothing under /etc changes)."""
+    host.run_expect([0], "systemd-run --unit=gpuhost-foreign-listener --collect python3 -m http.server %s --bind 127.0.0.1",
+                    str(FOREIGN_PORT))
+    host.run_expect([0], "for i in $(seq 50); do grep -q ':%04X 00000000:0000 0A' /proc/net/tcp && exit 0; sleep 0.1; done; exit 1",
+                    FOREIGN_PORT)
+    yield
+    host.run("systemctl stop gpuhost-foreign-listener.service")
+
+
+@pytest.fixture(scope="module")
+def matrix(host, mocked_cards, foreign_listener, tmp_path_factory):  # pylint: disable=unused-argument,redefined-outer-name
     with open(f"{REPO}/molecule/default/inventory/group_vars/gpu_servers.yml", encoding="utf-8") as fh:
         fleet = yaml.safe_load(fh)
     with open(f"{REPO}/molecule/default/inventory/host_vars/{BOX}.yml", encoding="utf-8") as fh:
@@ -188,6 +254,11 @@ def test_bad_input_refused_in_preflight(matrix, name, bad, expected):
     assert msg is not None, f"case {name} ({bad}) was not refused:\n{matrix['proc'].stdout[-3000:]}"
     missing = [s for s in expected if s not in msg]
     assert not missing, f"case {name}: message lacks {missing}:\n{msg}"
+
+
+def test_no_secret_in_the_output(matrix):
+    out = matrix["proc"].stdout + matrix["proc"].stderr
+    assert not [value for value in SECRET_VALUES if value in out]
 
 
 def test_no_case_got_past_preflight(matrix):

@@ -8,8 +8,10 @@ from ansible.errors import AnsibleFilterError
 from ansible_collections.gpuhost.inference.plugins.filter.fleet_prometheus import (
     FilterModule,
     fleet_prometheus_bind_errors,
+    fleet_prometheus_config_errors,
     fleet_prometheus_targets,
 )
+from ansible_collections.gpuhost.inference.tests.unit.asserts import assert_errors_match
 from ansible_collections.gpuhost.inference.tests.unit.paths import case_ids, load_cases
 
 CASES = load_cases("fleet_prometheus_cases.yaml")
@@ -32,4 +34,12 @@ def test_bad_input_is_refused():
         fleet_prometheus_targets(["gpu_servers"], {}, "x")
     with pytest.raises(AnsibleFilterError):
         fleet_prometheus_bind_errors("0.0.0.0")
-    assert set(FilterModule().filters()) == {"fleet_prometheus_targets", "fleet_prometheus_bind_errors"}
+    with pytest.raises(AnsibleFilterError):
+        fleet_prometheus_config_errors([])
+    assert set(FilterModule().filters()) == {"fleet_prometheus_targets", "fleet_prometheus_bind_errors",
+                                             "fleet_prometheus_config_errors"}
+
+
+@pytest.mark.parametrize("case", CASES["config"], ids=case_ids(CASES["config"]))
+def test_config_inputs(case):
+    assert_errors_match(fleet_prometheus_config_errors(case["values"]), case["expect_errors"])

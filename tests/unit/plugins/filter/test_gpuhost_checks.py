@@ -82,7 +82,8 @@ def test_does_not_change_its_input():
 
 
 def test_filter_registered():
-    assert set(FilterModule().filters()) == {"unit_value_errors", "typed", "typed_errors", "line_errors", "url_host"}
+    assert set(FilterModule().filters()) == {"unit_value_errors", "typed", "typed_errors", "line_errors", "url_host",
+                                             "owned_path_errors", "owned_paths", "listener_errors", "listener_vars"}
 
 
 # --- the bad-input matrix -----------------------------------------------------------------------

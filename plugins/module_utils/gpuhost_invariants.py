@@ -1,0 +1,313 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, gpuhost.inference contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The host invariants every role keeps (docs/CONTRACTS.md "Host invariants"), in one place.
+
+- Owned paths: a directory or file a role creates, chowns, chmods or removes (an option of ``type: path`` in its
+  meta/argument_specs.yml) is a plain absolute path, never a system directory or an ancestor of one
+  (SYSTEM_DIRS), never inside a virtual file system, and (read on the target) never a path a distribution package
+  owns unless it is the role's own default (node exporter's textfile directory of its package).
+- Listeners: one table per host of every port the roles of the host open (LISTENERS); two of ours never share a
+  port and an address family; a port taken by a process that is not ours is refused with its name.
+- Secrets: an option with ``no_log: true`` in its argument spec is never shown (its name and length only).
+
+Standard library only: the filters (controller) and the module gpuhost_host_claims (target) both import it.
+"""
+from __future__ import annotations
+
+import ipaddress
+import re
+from collections.abc import Mapping
+
+# An absolute path of plain characters (written into units, shell words and nginx/Prometheus files): no spaces or
+# quotes, no `%` (a systemd specifier), no `$`, `;`, backslash, glob character or line break; no `..` component.
+PATH_RE = re.compile(r"^/[A-Za-z0-9._/-]+$")
+PATH_FORM = ("an absolute path of letters, digits and . _ / - (^/[A-Za-z0-9._/-]+$; no spaces, quotes, % specifiers "
+             "or .. components)")
+
+# The system's own directories: the Filesystem Hierarchy Standard 3.0 (chapters 3-6: the root, /usr, /var, /run
+# and their required and optional subdirectories) and systemd's file-hierarchy(7) (the same tree as systemd
+# names it, with /efi, /etc/systemd's unit dirs, /var/lib/private...), plus the directories of the programs the
+# collection configures (nginx, Prometheus, the system's TLS trust store, sudo, PAM, apt). A role may not own one
+# of these or an ancestor of one (taking `/var` would re-mode every service's state).
+SYSTEM_DIRS = frozenset("""
+/ /bin /boot /dev /efi /etc /home /lib /lib32 /lib64 /libx32 /media /mnt /opt /proc /root /run /sbin /srv /sys /tmp
+/usr /usr/bin /usr/include /usr/lib /usr/lib32 /usr/lib64 /usr/libexec /usr/local /usr/local/bin /usr/local/etc
+/usr/local/games /usr/local/include /usr/local/lib /usr/local/libexec /usr/local/man /usr/local/sbin
+/usr/local/share /usr/local/src /usr/sbin /usr/share /usr/share/doc /usr/share/man /usr/src /usr/games
+/var /var/account /var/backups /var/cache /var/crash /var/games /var/lib /var/lib/private /var/lib/systemd
+/var/local /var/lock /var/log /var/log/private /var/mail /var/opt /var/run /var/spool /var/tmp /var/www
+/run/lock /run/log /run/user /run/systemd /run/credentials
+/etc/default /etc/opt /etc/sgml /etc/xml /etc/skel /etc/X11 /etc/systemd /etc/systemd/system /etc/systemd/user
+/etc/systemd/network /etc/tmpfiles.d /etc/sysctl.d /etc/modules-load.d /etc/udev /etc/ssl /etc/ssl/certs
+/etc/ssl/private /etc/pki /etc/ca-certificates /etc/sudoers.d /etc/pam.d /etc/security /etc/apt /etc/cron.d
+/etc/profile.d /etc/ld.so.conf.d /etc/logrotate.d /etc/nginx /etc/nginx/conf.d /etc/nginx/sites-enabled
+/etc/nginx/sites-available /etc/prometheus /var/lib/prometheus /var/log/nginx /var/lib/nginx
+""".split())
+# The system's own files a role could overwrite or re-mode through a file variable.
+SYSTEM_FILES = frozenset("""
+/etc/passwd /etc/group /etc/shadow /etc/gshadow /etc/sudoers /etc/hosts /etc/hostname /etc/fstab /etc/resolv.conf
+/etc/os-release /etc/environment /etc/profile /etc/machine-id /etc/ld.so.conf /etc/nsswitch.conf
+""".split())
+# Virtual file systems: nothing under them is owned by anyone.
+VIRTUAL_DIRS = ("/proc", "/sys", "/dev")
+WHY_SYSTEM = ("the system's own directories (FHS 3.0, systemd's file-hierarchy(7)) are never taken: the role would "
+              "create, chown, chmod or remove it")
+
+
+def normal_path(path):
+    """The path with repeated and trailing slashes dropped ('/etc//' -> '/etc')."""
+    return re.sub("/+", "/", path).rstrip("/") or "/"
+
+
+def system_path_reason(path):
+    """Why a role may not own this (normalised, plain) path: None when it may."""
+    if path in SYSTEM_DIRS:
+        return "%s is a system directory" % path
+    if path in SYSTEM_FILES:
+        return "%s is a system file" % path
+    for virtual in VIRTUAL_DIRS:
+        if path.startswith(virtual + "/"):
+            return "%s is inside the virtual file system %s" % (path, virtual)
+    under = sorted(d for d in SYSTEM_DIRS if d.startswith(path + "/"))
+    if under:
+        return "%s is an ancestor of the system director%s %s" % (
+            path, "y" if len(under) == 1 else "ies", ", ".join(under[:3]) + (", ..." if len(under) > 3 else ""))
+    return None
+
+
+def owned_path_errors(values, allow_empty=()):
+    """Error strings for the owned paths ({variable: path}): the form, then the system directories. An empty value
+    is refused unless the variable is in allow_empty (it means "none", e.g. no download dir)."""
+    errors = []
+    for name in sorted(values, key=str):
+        value = values[name]
+        if not isinstance(value, str):
+            errors.append("%s must be %s, got a %s" % (name, PATH_FORM, type(value).__name__))
+            continue
+        if value == "":
+            if name not in allow_empty:
+                errors.append("%s must be set (it is empty)" % name)
+            continue
+        if (not PATH_RE.fullmatch(value) or ".." in value.split("/")) and value.strip("/"):
+            errors.append("%s must be %s, got %s" % (name, PATH_FORM, show_str(value)))
+            continue
+        reason = system_path_reason(normal_path(value))
+        if reason:
+            errors.append("%s=%s: %s; %s" % (name, value, reason, WHY_SYSTEM))
+    return errors
+
+
+def parse_dpkg_search(text):
+    """{path: [package, ...]} from `dpkg-query -S PATH...` (lines 'pkg1, pkg2:arch: /path'; diversions skipped)."""
+    owners = {}
+    for line in text.splitlines():
+        if line.startswith(("diversion ", "dpkg-query:")) or ": /" not in line:
+            continue
+        packages, path = line.rsplit(": /", 1)
+        owners.setdefault("/" + path, []).extend(p.strip().split(":")[0] for p in packages.split(",") if p.strip())
+    return owners
+
+
+def package_path_errors(values, owners, defaults=None):
+    """Error strings for the owned paths ({variable: path}) that a distribution package owns ({path: [package]}, read
+    on the target); a variable left at its role's default (defaults: {variable: default}) is the design's choice."""
+    defaults = defaults or {}
+    errors = []
+    for name in sorted(values, key=str):
+        value = values[name]
+        if not isinstance(value, str) or not value:
+            continue
+        path = normal_path(value)
+        packages = owners.get(path) or owners.get(value)
+        if packages and normal_path(str(defaults.get(name, ""))) != path:
+            names = sorted(set(packages))
+            shown = ", ".join(names[:3]) + (" and %d more" % (len(names) - 3) if len(names) > 3 else "")
+            errors.append("%s=%s: the distribution package%s %s own%s it (read on the target); the role would "
+                          "create, chown, chmod or remove it: choose a directory of its own"
+                          % (name, value, "s" if len(names) > 1 else "", shown, "" if len(names) > 1 else "s"))
+    return errors
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Listeners
+
+# Every port a role opens: (role, what listens, host variable, port variable, unit variable or unit name, the
+# variable that switches it on (None: always when the role runs on the host)).
+LISTENERS = (
+    ("vllm_service", "vLLM", "vllm_service_host", "vllm_service_port", "$vllm_service_unit_name", None),
+    ("vllm_router", "vLLM's router", "vllm_router_host", "vllm_router_port", "$vllm_router_unit_name", None),
+    ("vllm_router", "the router's metrics", "vllm_router_prometheus_host", "vllm_router_prometheus_port",
+     "$vllm_router_unit_name", None),
+    ("front_door", "the front door (nginx)", "front_door_listen_host", "front_door_port", "nginx.service",
+     "front_door_enabled"),
+    ("node_metrics", "node exporter", "node_metrics_host", "node_metrics_port", "prometheus-node-exporter.service",
+     None),
+    ("fleet_prometheus", "Prometheus", "fleet_prometheus_host", "fleet_prometheus_port", "prometheus.service", None),
+    ("fleet_prometheus", "Alertmanager", "fleet_prometheus_alertmanager_host", "fleet_prometheus_alertmanager_port",
+     "prometheus-alertmanager.service", "fleet_prometheus_alertmanager"),
+)
+FAMILIES = {4: "IPv4", 6: "IPv6"}
+
+
+def _truthy(value):
+    if isinstance(value, str):
+        return value.strip().lower() in ("1", "true", "yes", "on", "y", "t")
+    return bool(value)
+
+
+def bind_kind(host):
+    """(families, address or None): the address families a bind listens on and its literal address (None: every
+    address of the family for a wildcard, or a host name whose addresses are not known here)."""
+    text = str(host).strip().strip("[]") if host is not None else ""
+    if text in ("", "0.0.0.0"):
+        return {4}, None
+    if text == "::":
+        return {4, 6}, None  # Linux's default (net.ipv6.bindv6only=0): [::] takes IPv4 too
+    try:
+        address = ipaddress.ip_address(text)
+    except ValueError:
+        if text.lower() in ("localhost", "ip6-localhost", "localhost.localdomain"):
+            return {4, 6}, "loopback"
+        return {4, 6}, None
+    return {address.version}, address.compressed
+
+
+def _overlap(one, other):
+    families = one[0] & other[0]
+    if not families:
+        return set()
+    if one[1] is None or other[1] is None or one[1] == other[1]:
+        return families
+    if "loopback" in (one[1], other[1]):
+        literal = other[1] if one[1] == "loopback" else one[1]
+        if literal != "loopback" and ipaddress.ip_address(literal).is_loopback:
+            return families
+    return set()
+
+
+def listener_table(values, roles):
+    """The listeners of a host: [{role, what, host_var, port_var, host, port, unit}] for the roles that run there
+    (values: the variables of the host, typed)."""
+    table = []
+    for role, what, host_var, port_var, unit, switch in LISTENERS:
+        if role not in roles or host_var not in values or port_var not in values:
+            continue
+        if switch is not None and not _truthy(values.get(switch, False)):
+            continue
+        if unit.startswith("$"):
+            unit = values.get(unit[1:]) or ""
+        table.append({"role": role, "what": what, "host_var": host_var, "port_var": port_var,
+                      "host": values[host_var], "port": values[port_var], "unit": str(unit)})
+    return table
+
+
+def _port(value):
+    if isinstance(value, bool):
+        return None
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        return None
+
+
+def _label(entry):
+    return "%s=%s (%s, %s=%s)" % (entry["port_var"], entry["port"], entry["what"], entry["host_var"], entry["host"])
+
+
+def listener_errors(table, live=None):
+    """Error strings: two listeners of the table on one port and address family; a port of the table held by a
+    process that is not the unit the table puts there (live: [{address, family, port, pid, process, unit}] read on the
+    host by gpuhost_host_claims). A port held by a unit of the table on its own port is ours (a re-run)."""
+    errors = []
+    for index, one in enumerate(table):
+        for other in table[index + 1:]:
+            if _port(one["port"]) is None or _port(one["port"]) != _port(other["port"]):
+                continue
+            families = _overlap(bind_kind(one["host"]), bind_kind(other["host"]))
+            if families:
+                errors.append("%s and %s: two of the collection's listeners on port %s (%s): give each its own port"
+                              % (_label(one), _label(other), one["port"],
+                                 " and ".join(FAMILIES[f] for f in sorted(families))))
+    for entry in table:
+        port = _port(entry["port"])
+        if port is None:
+            continue
+        ours = bind_kind(entry["host"])
+        for held in live or []:
+            if _port(held.get("port")) != port:
+                continue
+            taken = ({int(held.get("family", 4))}, None if held.get("wildcard") else held.get("address"))
+            if held.get("family") == 6 and held.get("wildcard"):
+                taken = ({4, 6}, None)
+            if not _overlap(ours, taken):
+                continue
+            if entry["unit"] and held.get("unit") == entry["unit"]:
+                continue
+            if any(other is not entry and other["unit"] == held.get("unit") and _port(other["port"]) == port
+                   for other in table):
+                continue  # the collection's own listener of that port: the two-of-ours error above names both
+            errors.append("%s: port %s is already taken on this host by %s (pid %s%s, listening on %s): not one of "
+                          "the collection's listeners for that port; stop it or choose another port"
+                          % (_label(entry), port, held.get("process") or "an unknown process",
+                             held.get("pid") if held.get("pid") is not None else "unknown",
+                             ", unit %s" % held["unit"] if held.get("unit") else "",
+                             held.get("address")))
+            break
+    return errors
+
+
+_TCP_LISTEN = "0A"
+
+
+def _hex_address(text, family):
+    raw = bytes.fromhex(text)
+    if family == 4:
+        return str(ipaddress.IPv4Address(raw[::-1]))
+    # /proc/net/tcp6: four 32-bit words, each in host (little-endian) order
+    words = b"".join(raw[i:i + 4][::-1] for i in range(0, 16, 4))
+    return ipaddress.IPv6Address(words).compressed
+
+
+def parse_proc_net_tcp(text, family):
+    """[{address, family, port, inode, wildcard}] of the listening sockets in /proc/net/tcp (family 4) or tcp6 (6)."""
+    sockets = []
+    for line in text.splitlines()[1:]:
+        fields = line.split()
+        if len(fields) < 10 or fields[3] != _TCP_LISTEN:
+            continue
+        address, port = fields[1].split(":")
+        text_address = _hex_address(address, family)
+        sockets.append({"address": text_address, "family": family, "port": int(port, 16), "inode": fields[9],
+                        "wildcard": ipaddress.ip_address(text_address).is_unspecified})
+    return sockets
+
+
+def unit_of_cgroup(text):
+    """The systemd unit (a .service) of a process from its /proc/PID/cgroup ('' when none)."""
+    for line in text.splitlines():
+        for part in reversed(line.rsplit(":", 1)[-1].split("/")):
+            if part.endswith(".service"):
+                return part
+    return ""
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Secrets
+
+def show_str(value):
+    """A string as a message shows it: quoted, its escapes visible."""
+    return '"%s"' % value.encode("unicode_escape").decode("ascii").replace('"', '\\"')
+
+
+def redacted(value):
+    """What a message shows of a secret: its type and size, never the value."""
+    if isinstance(value, str):
+        return "a %d-character string (a secret: not shown)" % len(value)
+    if isinstance(value, Mapping):
+        return "a mapping of %d entries (a secret: not shown)" % len(value)
+    if isinstance(value, (list, tuple)):
+        return "a list of %d items (a secret: not shown)" % len(value)
+    if value is None:
+        return "null"
+    return "a %s (a secret: not shown)" % type(value).__name__

@@ -1,0 +1,121 @@
+"""Unit tests of the host invariants (plugins/module_utils/gpuhost_invariants.py) through the filters site.yml's play 1
+runs (plugins/filter/gpuhost_checks.py): owned paths, the listener table, the readers of /proc and dpkg.
+
+Data-driven cases in tests/unit/data/gpuhost_invariants.yaml.
+"""
+from __future__ import annotations
+
+import pytest
+
+from ansible_collections.gpuhost.inference.plugins.filter.gpuhost_checks import (
+    listener_errors,
+    listener_vars,
+    owned_path_errors,
+    owned_paths,
+    unit_value_errors,
+)
+from ansible_collections.gpuhost.inference.plugins.module_utils import gpuhost_invariants as inv
+from ansible_collections.gpuhost.inference.plugins.module_utils.gpuhost_values import marked_options
+from ansible_collections.gpuhost.inference.tests.unit.asserts import assert_errors_match
+from ansible_collections.gpuhost.inference.tests.unit.paths import case_ids, load_cases
+
+PATHS = load_cases("gpuhost_invariants.yaml", "owned_paths")
+LISTENERS = load_cases("gpuhost_invariants.yaml", "listeners")
+
+
+@pytest.mark.parametrize("case", PATHS, ids=case_ids(PATHS))
+def test_owned_paths(case):
+    assert_errors_match(owned_path_errors(case["values"], case.get("owners")), case["expect_errors"])
+
+
+@pytest.mark.parametrize("case", LISTENERS, ids=case_ids(LISTENERS))
+def test_listeners(case):
+    assert_errors_match(listener_errors(case["values"], case["roles"], case.get("live")), case["expect_errors"])
+
+
+@pytest.mark.parametrize("case", load_cases("gpuhost_invariants.yaml", "proc_net"), ids=lambda c: c["id"])
+def test_proc_net_tcp(case):
+    assert inv.parse_proc_net_tcp(case["text"], case["family"]) == case["expect"]
+
+
+@pytest.mark.parametrize("case", load_cases("gpuhost_invariants.yaml", "dpkg"), ids=lambda c: c["id"])
+def test_dpkg_search(case):
+    assert inv.parse_dpkg_search(case["text"]) == case["expect"]
+
+
+@pytest.mark.parametrize("case", load_cases("gpuhost_invariants.yaml", "cgroup"), ids=lambda c: c["id"])
+def test_unit_of_cgroup(case):
+    assert inv.unit_of_cgroup(case["text"]) == case["expect"]
+
+
+def test_every_owned_path_default_passes_the_rule():
+    """The roles' own literal defaults keep the rule (a default that broke it would refuse every host)."""
+    marked = marked_options("owned_path")
+    literal = {name: spec["default"] for name, spec in marked.items()
+               if isinstance(spec.get("default"), str) and "{" not in spec["default"]}
+    assert literal, marked
+    assert owned_path_errors(literal) == []
+
+
+def test_every_role_declares_its_owned_paths():
+    """Every public role that creates a directory from a variable marks at least one option `type: path`; the role
+    whose paths are all another role's (none) is named here on purpose."""
+    roles = {name.split("_")[0] for name in marked_options("owned_path")}
+    owners = {role for role in ("nvidia_power", "vllm_install", "vllm_service", "vllm_verify", "vllm_router",
+                                "front_door", "node_metrics")
+              if any(name.startswith(role + "_") for name in marked_options("owned_path"))}
+    assert roles and owners == {"nvidia_power", "vllm_install", "vllm_service", "vllm_verify", "vllm_router",
+                                "front_door", "node_metrics"}
+
+
+def test_the_roles_preflights_apply_the_same_rule():
+    """unit_value_errors('path'), which the roles' own preflights run, applies the system rule to owned paths and the
+    form alone to paths the role only reads."""
+    assert unit_value_errors({"front_door_config_dir": "/etc"}, "path") == owned_path_errors({"front_door_config_dir": "/etc"})
+    assert unit_value_errors({"vllm_install_python": "/usr/bin/python3"}, "path") == []
+
+
+def test_owned_paths_are_normalised_unique_and_plain():
+    values = {"vllm_install_base_dir": "/opt/vllm/", "vllm_router_base_dir": "/opt//vllm", "vllm_service_state_dir": "/x y",
+              "vllm_install_python": "/usr/bin/python3"}
+    assert owned_paths(values) == ["/opt/vllm"]
+
+
+def test_listener_vars_name_what_the_table_reads():
+    names = listener_vars(["vllm_service", "front_door"])
+    assert names == ["vllm_service_host", "vllm_service_port", "vllm_service_unit_name", "front_door_listen_host",
+                     "front_door_port", "front_door_enabled"]
+
+
+def test_every_listener_variable_is_a_role_option():
+    """The table names real variables: each is in its role's argument spec (a rename breaks this test, not a host)."""
+    from ansible_collections.gpuhost.inference.plugins.module_utils.gpuhost_values import option_spec
+
+    roles = sorted({entry[0] for entry in inv.LISTENERS})
+    missing = [name for name in listener_vars(roles) if option_spec(name) is None]
+    assert not missing
+
+
+def test_every_owned_path_goes_through_the_rule_in_its_roles_preflight():
+    """A role run on its own (outside site.yml) applies the same rule: each owned path is handed to
+    unit_value_errors('path') in the role's preflight, or (vllm_verify) to its variables' filter, which takes the
+    role's owned paths from the spec."""
+    import glob  # pylint: disable=import-outside-toplevel
+    import os  # pylint: disable=import-outside-toplevel
+
+    from ansible_collections.gpuhost.inference.plugins.filter.vllm_verify import vllm_verify_var_errors
+    from ansible_collections.gpuhost.inference.tests.unit.paths import ROOT, load_cases as load
+
+    missing = []
+    for name in sorted(marked_options("owned_path")):
+        role = next(r for r in ("nvidia_power", "vllm_install", "vllm_service", "vllm_verify", "vllm_router",
+                                "front_door", "node_metrics", "fleet_prometheus") if name.startswith(r + "_"))
+        text = "".join(open(p, encoding="utf-8").read()
+                       for p in glob.glob(os.path.join(ROOT, "roles", role, "tasks", "preflight*.yml")))
+        if role == "vllm_verify":
+            base = load("vllm_verify_cases.yaml", "var_errors_base")
+            if not any("%s=/etc" % name in e for e in vllm_verify_var_errors(dict(base, **{name: "/etc"}))):
+                missing.append(name)
+        elif "'%s':" % name not in text:
+            missing.append(name)
+    assert not missing
