@@ -20,7 +20,6 @@ import pytest
 
 from ansible.module_utils import basic
 from ansible.module_utils.testing import patch_module_args
-from ansible_collections.gpuhost.inference.plugins.filter.vllm_verify import vllm_verify_gates
 from ansible_collections.gpuhost.inference.plugins.module_utils import vllm_http
 from ansible_collections.gpuhost.inference.plugins.modules import vllm_probe
 from ansible_collections.gpuhost.inference.tests.doubles.sse_server import MODEL, SseServerDouble
@@ -195,7 +194,7 @@ def test_a_kept_alive_connection_the_server_dropped_is_retried():
     assert len(clients) == 6
 
 
-def test_a_hiccup_is_retried_reported_and_passes_the_gate(monkeypatch):
+def test_a_hiccup_is_retried_and_reported(monkeypatch):
     # issue 45: the server hangs up on one kept-alive connection without answering (the race every client
     # meets); the request is sent again as the SDKs do, the run counts the retry, and the errors gate passes.
     monkeypatch.setattr(vllm_http, "INITIAL_RETRY_DELAY", 0.01)
@@ -209,9 +208,7 @@ def test_a_hiccup_is_retried_reported_and_passes_the_gate(monkeypatch):
     assert result["errors_total"] == 0 and result["retries_total"] == 1
     assert "0 errors, 1 transport retries" in result["msg"]
     assert posts == 7 and len(dropped) == 1 and dropped[0][2] > 0  # dropped on a connection that had served one
-    gates = {g["name"]: g for g in vllm_verify_gates({"probe": result, "kv": {}, "max_errors": 0})}
-    assert gates["max_errors"]["ok"] and gates["max_errors"]["value"] == 0
-    assert "1 transport retries" in gates["max_errors"]["detail"]
+    # the gate's side: tests/unit/plugins/filter/test_vllm_verify_retry.py (ansible-test keeps filters out of module tests)
 
 
 def test_a_level_of_slow_streams_has_no_burst():
