@@ -29,7 +29,7 @@ set -euo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
 wheelhouse=$(cd "${1:?usage: gpu-proof.sh WHEELHOUSE (a directory of wheels)}" && pwd)
 dir=${GPU_PROOF_DIR:-$HOME/gpu-proof}
-profiles=${GPU_PROOF_PROFILES:-default seqs2 mtp long}
+profiles=${GPU_PROOF_PROFILES-default seqs2 mtp long}
 port=${GPU_PROOF_PORT:-8000}
 start_timeout=${GPU_PROOF_START_TIMEOUT:-1500}
 load_format=${GPU_PROOF_LOAD_FORMAT:-dummy}
@@ -145,8 +145,10 @@ stop_server() {
   wait "$pid" 2>/dev/null || true
 }
 
-# 4. serve and measure each profile
-n=0
+# 4. serve and measure each profile (a server an interrupted run left is stopped first)
+if [ -s "$dir/server.pid" ]; then stop_server "$(cat "$dir/server.pid")"; rm -f "$dir/server.pid"; fi
+failed=
+n=$(find "$dir/logs" -name '*.log' ! -name '*-measure.log' ! -name render.log | wc -l)
 for entry in $profiles; do
   p=${entry%%:*}
   n=$((n + 1))
@@ -155,6 +157,7 @@ for entry in $profiles; do
   t0=$(date +%s%3N)
   VLLM_PROFILE=$p VLLM_PROFILE_DIR=$dir/profiles VLLM_VENV=$venv setsid "$dir/vllm-start" >"$log" 2>&1 </dev/null &
   pid=$!
+  echo "$pid" >"$dir/server.pid"
   up=0
   while :; do
     if ! kill -0 "$pid" 2>/dev/null; then echo "the server of '$p' exited:"; tail -40 "$log"; break; fi
@@ -170,7 +173,7 @@ for entry in $profiles; do
     cap=$!
     t1=$(date +%s)
     # shellcheck disable=SC2086
-    playbook -e gpu_proof_phase=measure -e gpu_proof_profile="$p" -e gpu_proof_log="$log" -e gpu_proof_pid="$pid" \
+    playbook -e gpu_proof_phase=measure -e gpu_proof_profile="$p" -e vllm_service_profile="$p" -e gpu_proof_log="$log" -e gpu_proof_pid="$pid" \
       -e gpu_proof_healthy_after_s="$healthy" ${GPU_PROOF_VERIFY_ARGS:+-e "$GPU_PROOF_VERIFY_ARGS"} \
       >"$dir/logs/$n-$p-measure.log" 2>&1 || { tail -60 "$dir/logs/$n-$p-measure.log"; }
     note "profile $p: measure (vllm_verify's probes)" $(( $(date +%s) - t1 ))
@@ -178,9 +181,11 @@ for entry in $profiles; do
     sed -n '/Print the summary/,/PLAY RECAP/p' "$dir/logs/$n-$p-measure.log" | grep -v '^\s*$' | sed 's/^ *- //' | head -40
   fi
   stop_server "$pid"
-  [ "$up" = 1 ] || exit 1
+  rm -f "$dir/server.pid"
+  [ "$up" = 1 ] || failed="$failed $p"
 done
 
 step "figures"
 printf '  %s\n' "${times[@]}"
 ls -1 "$dir/reports" 2>/dev/null | tail -n 8
+if [ -n "$failed" ]; then echo "did not serve:$failed (their logs: $dir/logs/)"; exit 1; fi
