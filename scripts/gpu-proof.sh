@@ -23,7 +23,11 @@
 #   GPU_PROOF_START_TIMEOUT (1500 s), GPU_PROOF_LOAD_FORMAT (dummy; `auto` with real weights in GPU_PROOF_MODEL),
 #   GPU_PROOF_MODEL (a model dir to serve instead of the built one), GPU_PROOF_TP (the tensor-parallel size of the
 #   multi-GPU profiles: the GPUs nvidia-smi lists, at most 2, the seed's), GPU_PROOF_VERIFY_ARGS (more -e for the
-#   measure phase, e.g. '{"vllm_verify_agent": false}'), PYTHON (python3; 3.11 or later, ansible-core 2.19's floor).
+#   measure phase, e.g. '{"vllm_verify_agent": false}'), GPU_PROOF_NVIDIA_SMI (nvidia-smi), PYTHON (python3; 3.11 or
+#   later, ansible-core 2.19's floor).
+# A dry run without a GPU: a wheelhouse of the vLLM API test double (tests/doubles/vllm_double), ansible-core, openai,
+# anthropic, transformers and tokenizers with GPU_PROOF_OVERLAY=1, tests/doubles/nvidia_smi_mock.py as nvidia-smi
+# (NVIDIA_SMI_MOCK_STATE, --mock-init h200) and GPU_PROOF_MODEL set to any model dir (the tiny model).
 # Nothing is changed outside GPU_PROOF_DIR; the card's settings are only read (nvidia-smi queries).
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
