@@ -56,6 +56,7 @@ if [ "$(cat "$dir/.installed" 2>/dev/null)" != "$stamp" ]; then
     "$PYTHON" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target "$dir/site" "$wheelhouse"/*.whl
     mkdir -p "$venv/bin"
     # A venv's python for the launcher and the agent probe: the host's interpreter with the wheels first.
+    # shellcheck disable=SC2016  # $PYTHONPATH is the wrapper's own, expanded when it runs
     printf '#!/bin/sh\nPYTHONPATH=%s${PYTHONPATH:+:$PYTHONPATH} exec %s "$@"\n' "$dir/site" \
       "$("$PYTHON" -c 'import sys; print(sys.executable)')" >"$py"
     chmod 0755 "$py"
@@ -142,9 +143,9 @@ capture_under_load() {  # once, while the probe's levels run: /metrics and nvidi
 }
 
 stop_server() {
-  local pid=$1 i
+  local pid=$1 _
   kill -TERM -- "-$pid" 2>/dev/null || true
-  for i in $(seq 1 60); do kill -0 "$pid" 2>/dev/null || return 0; sleep 1; done
+  for _ in $(seq 1 60); do kill -0 "$pid" 2>/dev/null || return 0; sleep 1; done
   kill -KILL -- "-$pid" 2>/dev/null || true
   wait "$pid" 2>/dev/null || true
 }
@@ -191,5 +192,5 @@ done
 
 step "figures"
 printf '  %s\n' "${times[@]}"
-ls -1 "$dir/reports" 2>/dev/null | tail -n 8
+find "$dir/reports" -maxdepth 1 -name '*.md' 2>/dev/null | sort | tail -n 8
 if [ -n "$failed" ]; then echo "did not serve:$failed (their logs: $dir/logs/)"; exit 1; fi
