@@ -43,6 +43,20 @@ _FORMS = (
     ("init_engine",
      re.compile(r"init engine \([^)]*\) took " + _FLOAT + r" ?(?:s|secs?|seconds)\b"),
      ((1, "init_seconds", "float"),)),
+    # The CUDA build's start (captured on an H100 and an H200, tests/fixtures/vllm-0.28.0-cuda/): where the time and
+    # the memory before the KV pool went - torch.compile, the weights, the CUDA graphs.
+    ("compilation",
+     re.compile(r"init engine \([^)]*\) took [\d.,]+ ?s \(compilation: " + _FLOAT + r" ?s\)"),
+     ((1, "compile_seconds", "float"),)),
+    ("torch_compile",
+     re.compile(r"torch\.compile took " + _FLOAT + r" ?s in total"),
+     ((1, "compile_seconds", "float"),)),
+    ("model_loading",
+     re.compile(r"Model loading took " + _FLOAT + r" ?GiB memory and " + _FLOAT + r" ?(?:s|secs?|seconds)\b"),
+     ((1, "weights_gib", "float"), (2, "weights_load_seconds", "float"))),
+    ("graph_capturing",
+     re.compile(r"Graph capturing finished in " + _FLOAT + r" ?(?:s|secs?|seconds), took " + _FLOAT + r" ?GiB"),
+     ((1, "cuda_graph_seconds", "float"), (2, "cuda_graph_gib", "float"))),
 )
 
 # A new start of the server: everything before the last one is an earlier start.
@@ -163,6 +177,11 @@ def vllm_startup_report(text):
         "available_kv_cache_gib": None,
         "kv_cache_node_gib": None,
         "init_seconds": None,
+        "compile_seconds": None,
+        "weights_gib": None,
+        "weights_load_seconds": None,
+        "cuda_graph_seconds": None,
+        "cuda_graph_gib": None,
         "version": None,
         "engine_errors": [],
         "forms": [],

@@ -26,8 +26,8 @@ for _case in CASES:
 
 REPORT_KEYS = {
     "kv_cache_tokens", "max_concurrency", "concurrency_tokens", "gpu_blocks", "cpu_blocks",
-    "available_kv_cache_gib", "kv_cache_node_gib", "init_seconds", "version", "engine_errors",
-    "forms", "lines", "starts",
+    "available_kv_cache_gib", "kv_cache_node_gib", "init_seconds", "compile_seconds", "weights_gib",
+    "weights_load_seconds", "cuda_graph_seconds", "cuda_graph_gib", "version", "engine_errors", "forms", "lines", "starts",
 }
 
 
@@ -183,3 +183,27 @@ def test_metrics_escaped_label_value():
     info = vllm_metrics_cache_info(text)
     assert info["cache_dtype"] == 'a"b'
     assert info["block_size"] == 16
+
+
+def cuda_fixture(name):
+    with open(os.path.join(ALL_FIXTURES, "vllm-0.28.0-cuda", name), encoding="utf-8") as fh:
+        return fh.read()
+
+
+def test_real_startup_log_of_the_cuda_build_on_an_h100():
+    """The CUDA build's start (tiny model, H100): the KV pool, and where the start's time and memory went."""
+    report = vllm_startup_report(cuda_fixture("tiny-h100-startup.log"))
+    assert report["kv_cache_tokens"] == 78511152
+    assert report["concurrency_tokens"] == 4096
+    assert report["max_concurrency"] == 19167.76
+    assert report["available_kv_cache_gib"] == 74.87
+    assert report["init_seconds"] == 23.21
+    assert report["compile_seconds"] == 12.99
+    assert report["weights_gib"] == 0.0
+    assert report["weights_load_seconds"] == 1.491499
+    assert report["cuda_graph_seconds"] == 1.0
+    assert report["cuda_graph_gib"] == 0.07
+    assert report["version"] == "0.28.0"
+    assert report["engine_errors"] == []
+    assert report["forms"] == ["model_loading", "torch_compile", "available_kv_cache_memory", "kv_cache_single_line",
+                               "graph_capturing", "init_engine", "compilation"]
