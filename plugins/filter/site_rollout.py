@@ -17,8 +17,9 @@ _WHOLE = re.compile(r"^[0-9]+$")
 _PERCENT = re.compile(r"^([0-9]+)%$")
 _NUMBER = re.compile(r"^[0-9]+(\.[0-9]+)?%?$")
 
-SERIAL_FORMS = ("0 or all (every box at once, the default), a whole number of boxes per batch (e.g. 1) "
-                "or a whole percentage of the boxes per batch from 1% to 100% (e.g. 25%)")
+SERIAL_FORMS = ("0 or all (every box at once, the default), a whole number of boxes per batch (e.g. 1), "
+                "a whole percentage of the boxes per batch from 1% to 100% (e.g. 25%), or a list of those batch sizes, "
+                "the last repeated (e.g. [1, '100%'] or '1,100%': a canary box, then the rest)")
 MAX_FAIL_FORMS = ("a number from 0 to 100, with or without % (the percentage of a batch's boxes that may fail before the "
                   "play stops; default 0 with gpuhost_serial, 100 without)")
 
@@ -28,7 +29,20 @@ def _empty(value):
 
 
 def _serial(value):
-    """(serial keyword value, error or None)."""
+    """(serial keyword value, error or None). A list (or a comma-separated string) is Ansible's list of batch sizes."""
+    if isinstance(value, str) and "," in value:
+        value = value.split(",")
+    if isinstance(value, (list, tuple)):
+        sizes = [_one_serial(item) for item in value]
+        if not sizes or any(error or size == 0 for size, error in sizes):
+            return None, "gpuhost_serial must be %s, got %r (every batch size of a list a number or a percentage)" % (
+                SERIAL_FORMS, value)
+        return [size for size, _error in sizes], None
+    return _one_serial(value)
+
+
+def _one_serial(value):
+    """(one batch size, error or None)."""
     if _empty(value):
         return 0, None
     if isinstance(value, bool):

@@ -5,11 +5,11 @@
 The docs of each filter are in the YAML file of the same name beside this one; the unit tests are
 tests/unit/plugins/filter/test_vllm_parsers.py with the cases of tests/unit/data/vllm_parsers_cases.yaml.
 
-vLLM 0.28.0 answers a chat request with tools and tool_choice auto (what coding agents send) with HTTP 400
+vLLM answers a chat request with tools and tool_choice auto (what coding agents send) with HTTP 400
 unless it was started with enable_auto_tool_choice and a tool_call_parser, and splits a model's thinking
 from its answer only with a reasoning_parser. Which parser fits depends on the model family: the table
-is the role's files/vllm-0.28.0-parsers.yml (the names vLLM registers, and the families in order, the
-first matching row wins).
+is the role's files/vllm-<release>-parsers.yml (the names the target release registers, and its `version`)
+merged with files/vllm-parser-families.yml (the families in order, the first matching row wins).
 """
 from __future__ import annotations
 
@@ -95,7 +95,7 @@ def vllm_parser_choice(model_info, parsers, tool_call_parser=AUTO, reasoning_par
     """What the served model gets: {family, tool_call_parser, reasoning_parser, source, settings}.
 
     model_info: {model: hub id or path, config: parsed config.json or {}, has_chat_template: true/false/None};
-    parsers: the parsed files/vllm-0.28.0-parsers.yml; tool_call_parser / reasoning_parser: auto, none or a
+    parsers: the target release's files/vllm-<release>-parsers.yml with vllm-parser-families.yml; tool_call_parser / reasoning_parser: auto, none or a
     name; chat_template: an absolute path on the host or ''. settings are the vLLM settings to merge into
     every profile (enable_auto_tool_choice + tool_call_parser, reasoning_parser, chat_template).
     """
@@ -126,6 +126,11 @@ def vllm_parser_choice(model_info, parsers, tool_call_parser=AUTO, reasoning_par
     }
 
 
+def _vllm(parsers):
+    version = parsers.get("version") if isinstance(parsers, Mapping) else None
+    return "vLLM %s" % version if version else "vLLM"
+
+
 def _name_errors(kind, value, parsers):
     variable, _key, what = KINDS[kind]
     names = registered(parsers, kind)
@@ -134,8 +139,8 @@ def _name_errors(kind, value, parsers):
     close = difflib.get_close_matches(str(value), names, n=1, cutoff=0.6) if isinstance(value, str) else []
     hint = " (did you mean '%s'?)" % close[0] if close else ""
     return [
-        "%s must be auto, none or a %s parser vLLM 0.28.0 registers, got %r (%s)%s; allowed: %s"
-        % (variable, what, value, _type_name(value), hint, ", ".join([AUTO, NONE] + names))
+        "%s must be auto, none or a %s parser %s registers, got %r (%s)%s; allowed: %s"
+        % (variable, what, _vllm(parsers), value, _type_name(value), hint, ", ".join([AUTO, NONE] + names))
     ]
 
 
@@ -146,8 +151,8 @@ def vllm_parser_errors(model_info, parsers, tool_call_parser, reasoning_parser, 
         model_info = {"model": model_info}
     for kind in KINDS:
         if not registered(parsers, kind):
-            errors.append("the list of vLLM's %s parsers (files/vllm-0.28.0-parsers.yml: %s) is empty: cannot check %s"
-                          % (KINDS[kind][2], KINDS[kind][1], KINDS[kind][0]))
+            errors.append("the list of %s's %s parsers (files/vllm-<release>-parsers.yml: %s) is empty: cannot check %s"
+                          % (_vllm(parsers), KINDS[kind][2], KINDS[kind][1], KINDS[kind][0]))
     if errors:
         return errors
     errors.extend(_name_errors("tool_call_parser", tool_call_parser, parsers))

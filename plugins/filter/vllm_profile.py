@@ -50,7 +50,7 @@ CHOICES = {"dtype": ("auto", "half", "float16", "bfloat16", "float", "float32")}
 # one list for every check) and the config file itself.
 FORBIDDEN = dict({key: _secret_hint(where) for key, where in SECRET_SETTINGS.items()},
                  config="the profile file is itself the --config file")
-# The settings naming a parser, and the list of the role's parsers file (files/vllm-0.28.0-parsers.yml) they are in.
+# The settings naming a parser, and the list of the role's parsers file (files/vllm-<release>-parsers.yml) they are in.
 PARSER_LISTS = {"tool_call_parser": "tool_call_parsers", "reasoning_parser": "reasoning_parsers"}
 FORBIDDEN_ENV = {key: _secret_hint(where) for key, where in SECRET_ENV.items()}
 
@@ -157,8 +157,14 @@ def _check_description(where, name, description):
     ]
 
 
+def _vllm(parsers=None, version=None):
+    """'vLLM <release>' for the messages: the release checked against (the parsers file's `version`), else 'vLLM'."""
+    version = version or (parsers.get("version") if isinstance(parsers, Mapping) else None)
+    return "vLLM %s" % version if version else "vLLM"
+
+
 def _check_parser_names(where, key, value, parsers):
-    """tool_call_parser / reasoning_parser: a name vLLM 0.28.0 registers (parsers: the parsed parsers file)."""
+    """tool_call_parser / reasoning_parser: a name the target vLLM registers (parsers: the parsed parsers file)."""
     if value is None or parsers is None or key not in PARSER_LISTS:
         return []
     names = [str(n) for n in (parsers.get(PARSER_LISTS[key]) if isinstance(parsers, Mapping) else None) or []]
@@ -167,12 +173,12 @@ def _check_parser_names(where, key, value, parsers):
     close = difflib.get_close_matches(str(value), names, n=1, cutoff=0.6)
     hint = " (did you mean '%s'?)" % close[0] if close else ""
     return [
-        "%s: %s %r is not a %s parser vLLM 0.28.0 registers%s; registered: %s (null removes it)"
-        % (where, key, value, key.split("_parser")[0].replace("_", "-"), hint, ", ".join(names))
+        "%s: %s %r is not a %s parser %s registers%s; registered: %s (null removes it)"
+        % (where, key, value, key.split("_parser")[0].replace("_", "-"), _vllm(parsers), hint, ", ".join(names))
     ]
 
 
-def _check_settings(where, settings, flag_names, parsers=None):
+def _check_settings(where, settings, flag_names, parsers=None, version=None):
     errors = []
     if settings is None:
         return errors
@@ -194,7 +200,7 @@ def _check_settings(where, settings, flag_names, parsers=None):
         if name not in flag_names:
             close = difflib.get_close_matches(name, sorted(flag_names), n=1, cutoff=0.6)
             hint = " (did you mean '%s'?)" % close[0] if close else ""
-            errors.append("%s: unknown key '%s': not a flag of vLLM 0.28.0%s" % (where, key, hint))
+            errors.append("%s: unknown key '%s': not a flag of %s%s" % (where, key, _vllm(parsers, version), hint))
             continue
         errors.extend(_check_value(where, name, value))
         errors.extend(_check_parser_names(where, name, value, parsers))
@@ -256,30 +262,32 @@ def _gpu_errors(where, config, env, gpu_count):
 
 
 def _tool_choice_errors(where, config):
-    """vLLM 0.28.0 exits at start on enable_auto_tool_choice without a tool_call_parser."""
+    """vLLM (0.28.0 and later) exits at start on enable_auto_tool_choice without a tool_call_parser."""
     if config.get("enable_auto_tool_choice") is True and not config.get("tool_call_parser"):
         return [
-            "%s: enable_auto_tool_choice is true but no tool_call_parser is set (vLLM 0.28.0 exits: "
+            "%s: enable_auto_tool_choice is true but no tool_call_parser is set (vLLM exits: "
             "--enable-auto-tool-choice requires --tool-call-parser); to turn tool calling off set both to null" % where
         ]
     return []
 
 
-def vllm_profile_errors(profiles, flags, active, common=None, environment=None, gpu_count=None, parsers=None):
+def vllm_profile_errors(profiles, flags, active, common=None, environment=None, gpu_count=None, parsers=None,
+                        version=None):
     """Return the list of error strings for the serving profiles (empty when all is well).
 
-    profiles: {name: {description, settings, environment}}; flags: the flag list of vLLM 0.28.0
-    ('--max-num-seqs' ...); active: the selected profile's name; common: the settings every
+    profiles: {name: {description, settings, environment}}; flags: the flag list of the target vLLM
+    release ('--max-num-seqs' ...); active: the selected profile's name; common: the settings every
     profile starts from; environment: the environment every profile starts from; gpu_count: GPUs
-    on the host (None: not checked); parsers: the parsed files/vllm-0.28.0-parsers.yml (its
-    tool_call_parsers and reasoning_parsers lists; None: parser names not checked).
+    on the host (None: not checked); parsers: the parsed files/vllm-<release>-parsers.yml (its
+    tool_call_parsers and reasoning_parsers lists; None: parser names not checked); version: the target
+    release the messages name (default: the parsers file's `version`).
     """
     flag_names = _flag_names(flags)
     errors = []
     if not flag_names:
         errors.append("the list of vLLM flags is empty: cannot check the profiles")
         return errors
-    errors.extend(_check_settings("common settings (vllm_service_settings)", common, flag_names, parsers))
+    errors.extend(_check_settings("common settings (vllm_service_settings)", common, flag_names, parsers, version))
     errors.extend(_check_environment("common environment (vllm_service_environment)", environment))
 
     if not isinstance(profiles, Mapping) or not profiles:
@@ -318,7 +326,7 @@ def vllm_profile_errors(profiles, flags, active, common=None, environment=None, 
         elif description:
             errors.extend(_check_description(where, name, description))
         settings = profile.get("settings")
-        errors.extend(_check_settings(where, settings, flag_names, parsers))
+        errors.extend(_check_settings(where, settings, flag_names, parsers, version))
         errors.extend(_check_environment(where, profile.get("environment")))
         if isinstance(settings, Mapping) or settings is None:
             errors.extend(_tool_choice_errors(where, vllm_profile_config(
@@ -372,6 +380,32 @@ def vllm_profile_environment(common, profile):
     return env
 
 
+def _release_key(version):
+    match = re.match(r"^(\d+)\.(\d+)\.(\d+)", str(version))
+    return tuple(int(p) for p in match.groups()) if match else None
+
+
+def vllm_release(releases, target, variable="vllm_service_vllm_version"):
+    """The shipped release whose flag and parser lists check the target release.
+
+    releases: the list of vllm-versions.yml; target: the release to run (vllm_install_version). The newest listed
+    release not newer than the target with the same major.minor wins (0.28.1 -> 0.28.0). Returns {target, release,
+    error}: release None and an error naming the variable, the target and the supported releases when none fits.
+    """
+    listed = sorted((str(r) for r in releases or [] if _release_key(r)), key=_release_key)
+    want = _release_key(target)
+    fits = [r for r in listed if want and _release_key(r)[:2] == want[:2] and _release_key(r) <= want]
+    if fits:
+        return {"target": str(target), "release": fits[-1], "error": ""}
+    return {
+        "target": str(target), "release": None,
+        "error": "%s is %r: no flag and parser lists are shipped for vLLM %s, so its profiles cannot be checked before "
+                 "the switch; supported: %s (a patch release takes its minor's lists), or add the release with "
+                 "scripts/vllm-version-lists.py" % (variable, target, ".".join(str(p) for p in want[:2]) if want else target,
+                                                    ", ".join(listed) or "none"),
+    }
+
+
 class FilterModule:
     """vllm_service profile filters."""
 
@@ -380,4 +414,5 @@ class FilterModule:
             "vllm_profile_errors": vllm_profile_errors,
             "vllm_profile_config": vllm_profile_config,
             "vllm_profile_environment": vllm_profile_environment,
+            "vllm_release": vllm_release,
         }

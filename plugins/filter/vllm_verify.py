@@ -654,7 +654,7 @@ def vllm_verify_var_errors(values):
     for name, low in (("vllm_verify_rounds", 1), ("vllm_verify_max_tokens", 1), ("vllm_verify_start_timeout", 1),
                       ("vllm_verify_soak_seconds", 0), ("vllm_verify_max_errors", 0), ("vllm_verify_power_limit_w", 0),
                       ("vllm_verify_min_full_context_concurrency", 0), ("vllm_verify_min_single_stream_tps", 0),
-                      ("vllm_verify_min_aggregate_tps", 0)):
+                      ("vllm_verify_min_aggregate_tps", 0), ("vllm_verify_max_regression", 0)):
         value = typed.get(name)
         if isinstance(value, (int, float)) and not isinstance(value, bool) and value < low:
             errors.append("%s must be >= %s, got %s" % (name, low, _show(values[name])))

@@ -1,7 +1,7 @@
 # Copyright: gpuhost.inference contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """vllm_verify's reading of a profile and its rollback, in Python: the name a profile serves under,
-and the sentence that says what the rollback did.
+and the sentences that say what the rollback did (of the profile, of the vLLM release).
 
 The docs of each filter are in the YAML file of the same name beside this one; the unit tests are
 tests/unit/plugins/filter/test_vllm_verify_profile.py with the cases of tests/unit/data/vllm_verify_profile_cases.yaml.
@@ -65,6 +65,27 @@ def vllm_verify_rollback_text(rollback_to, start=None, enabled=True, last_good="
         return "No rollback: no profile has passed on this host yet (%s)." % (last_good_file,)
     return "No rollback: the last good profile is the active one ('%s')." % (last_good,)
 
+def vllm_verify_version_text(venvs, start=None):
+    """The sentence of the failure message that says which vLLM release failed and which one serves again.
+
+    venvs: venv_state.yml's {active, good, active_version, good_version, back}; back '' when the release was not switched
+    back (then ''). start: the answer of the vllm_verify_wait module for the old release's start (after the profile
+    rollback too, when one followed). Followed by a space when not empty (the profile's sentence comes next).
+    """
+    venvs = venvs if isinstance(venvs, Mapping) else {}
+    if not venvs.get("back"):
+        return ""
+    start = start if isinstance(start, Mapping) else {}
+    new = "vLLM %s (%s)" % (_shown(venvs.get("active_version")), _shown(venvs.get("active")))
+    old = "vLLM %s (%s)" % (_shown(venvs.get("good_version")), _shown(venvs.get("back")))
+    if start.get("ok", False):
+        return ("Upgrade rolled back: %s failed; the venv link points at the last good %s again and it serves "
+                "(healthy %s s after its start). The new venv is kept; pin vllm_install_version back to %s "
+                "in the inventory, or the next run tries the new release again." % (
+                    new, old, _shown(start.get("since_start_s") or start.get("elapsed_s")), _shown(venvs.get("good_version"))))
+    return ("Upgrade rolled back: %s failed; the venv link points at the last good %s again, but it did NOT come up "
+            "either: %s." % (new, old, _shown(start.get("reason", "no answer"))))
+
 
 class FilterModule:
     """vllm_verify filters of the active profile and its rollback."""
@@ -73,4 +94,5 @@ class FilterModule:
         return {
             "vllm_verify_served_name": vllm_verify_served_name,
             "vllm_verify_rollback_text": vllm_verify_rollback_text,
+            "vllm_verify_version_text": vllm_verify_version_text,
         }

@@ -1,7 +1,8 @@
 """Unit tests of the parser filters (plugins/filter/vllm_parsers.py) and of the role's parsers file.
 
 Data-driven cases in tests/unit/data/vllm_parsers_cases.yaml; the parsers file is the one the role ships
-(roles/vllm_service/files/vllm-0.28.0-parsers.yml), the flags the role's flag list.
+(roles/vllm_service/files/vllm-0.28.0-parsers.yml, the default pin's names, with vllm-parser-families.yml), the flags
+the role's flag list.
 """
 from __future__ import annotations
 
@@ -24,8 +25,11 @@ from ansible_collections.gpuhost.inference.tests.unit.paths import ROOT, case_id
 
 ROLE = os.path.join(ROOT, "roles", "vllm_service")
 CASES = load_cases("vllm_parsers_cases.yaml")
-with open(os.path.join(ROLE, "files", "vllm-0.28.0-parsers.yml"), encoding="utf-8") as fh:
+with open(os.path.join(ROLE, "files", "vllm-parser-families.yml"), encoding="utf-8") as fh:
     PARSERS = yaml.safe_load(fh)
+# As the role's vars/main.yml merges them: the families, then the release's names and version.
+with open(os.path.join(ROLE, "files", "vllm-0.28.0-parsers.yml"), encoding="utf-8") as fh:
+    PARSERS.update(yaml.safe_load(fh))
 with open(os.path.join(ROLE, "files", "vllm-0.28.0-serve-flags.txt"), encoding="utf-8") as fh:
     FLAGS = fh.read().split()
 ROW_KEYS = {"family", "match", "tool_call_parser", "reasoning_parser"}

@@ -15,6 +15,7 @@ from ansible_collections.gpuhost.inference.plugins.filter.vllm_profile import (
     vllm_profile_config,
     vllm_profile_environment,
     vllm_profile_errors,
+    vllm_release,
 )
 
 from ansible_collections.gpuhost.inference.tests.unit.asserts import assert_errors_match
@@ -44,8 +45,60 @@ def test_errors(case):
     errors = vllm_profile_errors(
         profiles, FLAGS, case["active"],
         common=case.get("common"), environment=case.get("environment"), gpu_count=case.get("gpu_count"),
+        version=case.get("version", "0.28.0"),
     )
     assert_errors_match(errors, case["expect_errors"])
+
+
+def _release_lists(release):
+    """The flags (as the role splits the file) and the parsers (families merged) the role ships for a release."""
+    with open(os.path.join(ROLE, "files", "vllm-%s-serve-flags.txt" % release), encoding="utf-8") as fh:
+        flags = fh.read().split()
+    with open(os.path.join(ROLE, "files", "vllm-parser-families.yml"), encoding="utf-8") as fh:
+        parsers = yaml.safe_load(fh)
+    with open(os.path.join(ROLE, "files", "vllm-%s-parsers.yml" % release), encoding="utf-8") as fh:
+        parsers.update(yaml.safe_load(fh))
+    return flags, parsers
+
+
+@pytest.mark.parametrize("case", CASES["releases"], ids=_ids("releases"))
+def test_release(case):
+    got = vllm_release(case["releases"], case["target"])
+    assert got["target"] == case["target"]
+    if "expect" in case:
+        assert got == dict(case["expect"], target=case["target"], error="")
+    else:
+        assert got["release"] is None
+        assert_errors_match([got["error"]], [case["expect_error"]])
+
+
+@pytest.mark.parametrize("case", CASES["version_errors"], ids=_ids("version_errors"))
+def test_version_errors(case):
+    flags, parsers = _release_lists(case["release"])
+    errors = vllm_profile_errors(case["profiles"], flags, case["active"], parsers=parsers)
+    assert_errors_match(errors, case["expect_errors"])
+
+
+def test_every_listed_release_ships_its_lists():
+    # vllm-versions.yml is the one list: each release has its flags and parsers, the parsers file names its release,
+    # and the default pin (vllm_install_version) is one of them.
+    with open(os.path.join(ROLE, "files", "vllm-versions.yml"), encoding="utf-8") as fh:
+        releases = yaml.safe_load(fh)["releases"]
+    with open(os.path.join(ROOT, "roles", "vllm_install", "defaults", "main.yml"), encoding="utf-8") as fh:
+        pin = yaml.safe_load(fh)["vllm_install_version"]
+    assert pin in releases
+    shipped = sorted(f.split("-")[1] for f in os.listdir(os.path.join(ROLE, "files")) if f.endswith("-serve-flags.txt"))
+    assert shipped == sorted(releases)
+    for release in releases:
+        flags, parsers = _release_lists(release)
+        assert parsers["version"] == release
+        assert len([f for f in flags if f.startswith("--")]) > 200, release
+        for key in ("tool_call_parsers", "reasoning_parsers"):
+            assert parsers[key] and len(parsers[key]) == len(set(parsers[key])), (release, key)
+        # Every family's parser is registered by the release (else `auto` would pick a name it refuses).
+        for row in parsers["families"]:
+            for key, names in (("tool_call_parser", "tool_call_parsers"), ("reasoning_parser", "reasoning_parsers")):
+                assert row[key] == "none" or row[key] in parsers[names], (release, row["family"], key)
 
 
 @pytest.mark.parametrize("case", CASES["config"], ids=_ids("config"))

@@ -1,4 +1,4 @@
-"""Unit tests of plugins/filter/vllm_verify_profile.py (the served name, the rollback sentence).
+"""Unit tests of plugins/filter/vllm_verify_profile.py (the served name, the rollback sentences of the profile and the release).
 
 Data-driven: the cases are in tests/unit/data/vllm_verify_profile_cases.yaml.
 """
@@ -32,5 +32,11 @@ def test_rollback_text(case):
     assert text == case["expect"]
 
 
+@pytest.mark.parametrize("case", CASES["version_text"], ids=[c["id"] for c in CASES["version_text"]])
+def test_version_text(case):
+    assert vp.vllm_verify_version_text(case["venvs"], case["start"]) == case["expect"]
+
+
 def test_filters_registered():
-    assert set(vp.FilterModule().filters()) == {"vllm_verify_served_name", "vllm_verify_rollback_text"}
+    assert set(vp.FilterModule().filters()) == {"vllm_verify_served_name", "vllm_verify_rollback_text",
+                                                 "vllm_verify_version_text"}
