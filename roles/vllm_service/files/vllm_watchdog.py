@@ -1,7 +1,8 @@
 # -*- coding: utf-8 -*-
 # Copyright: (c) 2026, gpuhost.inference contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""The vLLM watchdog: is the engine making forward progress? And: no orphaned workers at start.
+"""The vLLM watchdog: is the engine making forward progress? (The unit's start-up check for orphaned workers is
+vllm_orphans.py beside this file.)
 
 Python standard library only and free of any import from the collection, because vllm_service
 copies this file to the box (/usr/local/lib/gpuhost-inference/vllm_watchdog.py) where the
@@ -13,7 +14,6 @@ Prometheus text (plugins/module_utils/prometheus_text.py, installed beside this 
 
     python3 vllm_watchdog.py check --config /etc/vllm/watchdog.json   # one check (the timer's unit)
     python3 vllm_watchdog.py status --config /etc/vllm/watchdog.json  # print config + state, read-only
-    python3 vllm_watchdog.py orphans --unit vllm.service              # the vLLM unit's ExecStartPre
 
 The judging is one pure function, ``judge(state, sample, settings) -> (state, decision)``, fed with
 what one check saw (the unit's systemctl properties, /health, /metrics, the canary's answer) and
@@ -66,7 +66,6 @@ import http.client
 import importlib.util
 import json
 import os
-import signal
 import subprocess
 import sys
 import threading
@@ -80,7 +79,6 @@ __all__ = [
     "api_done",
     "api_in_flight",
     "api_key",
-    "find_orphans",
     "judge",
     "load_env_reader",
     "load_metrics_reader",
@@ -805,120 +803,13 @@ def status(config):
     return 0
 
 
-# -- orphans ------------------------------------------------------------------------------------
-
-def _read(path):
-    try:
-        with open(path, "rb") as fh:
-            return fh.read().decode("utf-8", "replace")
-    except OSError:
-        return None
-
-
-def cgroup_of(text):
-    """The systemd cgroup path of a /proc/PID/cgroup text (v1 name=systemd line, else the v2 0:: line)."""
-    if not text:
-        return None
-    v2 = None
-    for line in text.splitlines():
-        parts = line.split(":", 2)
-        if len(parts) != 3:
-            continue
-        if parts[1] == "name=systemd":
-            return parts[2]
-        if parts[0] == "0" and parts[1] == "":
-            v2 = parts[2]
-    return v2
-
-
-def find_orphans(uid, own_cgroup, proc="/proc", prefix="VLLM::", self_pid=None):
-    """Processes of ``uid`` whose name or argv[0] starts with ``prefix`` and whose cgroup is outside
-    ``own_cgroup`` (the unit's) -> [{pid, name, cmdline, cgroup}], by pid."""
-    found = []
-    for entry in os.listdir(proc):
-        if not entry.isdigit() or (self_pid is not None and int(entry) == self_pid):
-            continue
-        base = os.path.join(proc, entry)
-        status_text = _read(os.path.join(base, "status"))
-        if status_text is None:
-            continue
-        fields = dict(line.split(":", 1) for line in status_text.splitlines() if ":" in line)
-        try:
-            puid = int(fields.get("Uid", "").split()[0])
-        except (IndexError, ValueError):
-            continue
-        if puid != uid:
-            continue
-        name = fields.get("Name", "").strip()
-        cmdline = (_read(os.path.join(base, "cmdline")) or "").replace("\0", " ").strip()
-        if not (name.startswith(prefix) or cmdline.startswith(prefix)):
-            continue
-        cgroup = cgroup_of(_read(os.path.join(base, "cgroup")))
-        if own_cgroup and cgroup is not None and (cgroup == own_cgroup or cgroup.startswith(own_cgroup + "/")):
-            continue
-        found.append({"pid": int(entry), "name": name, "cmdline": cmdline[:200], "cgroup": cgroup})
-    return sorted(found, key=lambda p: p["pid"])
-
-
-def _alive(pid):
-    text = _read("/proc/%d/status" % pid)
-    if text is None:
-        return False
-    return "\nState:\tZ" not in text
-
-
-def orphans(args):
-    """ExecStartPre of the vLLM unit: report (and end) the service user's VLLM:: workers outside this unit."""
-    uid = os.getuid()
-    own = cgroup_of(_read("/proc/self/cgroup"))
-    found = find_orphans(uid, own, self_pid=os.getpid())
-    if not found:
-        return 0
-    pids = [p["pid"] for p in found]
-    for p in found:
-        log(WARNING, "orphaned vLLM worker of uid %d outside %s: pid %d %s (cgroup %s)" % (
-            uid, args.unit, p["pid"], p["cmdline"] or p["name"], p["cgroup"]))
-    if args.mode == "refuse":
-        log(ERR, "refusing to start %s: orphaned vLLM workers still hold their memory: pids %s (end them: kill -9 %s)"
-            % (args.unit, pids, " ".join(map(str, pids))))
-        return 1
-    if args.mode == "report":
-        return 0
-    for sig in (signal.SIGTERM, signal.SIGKILL):
-        for pid in pids:
-            try:
-                os.kill(pid, sig)
-                if sig == signal.SIGTERM:
-                    os.kill(pid, signal.SIGCONT)  # a stopped (frozen) process takes SIGTERM only when it runs
-            except OSError:
-                pass
-        end = time.monotonic() + args.grace
-        while time.monotonic() < end and any(_alive(pid) for pid in pids):
-            time.sleep(0.2)
-        pids = [pid for pid in pids if _alive(pid)]
-        if not pids:
-            break
-    if pids:
-        log(ERR, "refusing to start %s: orphaned vLLM workers survived SIGKILL: pids %s" % (args.unit, pids))
-        return 1
-    log(NOTICE, "ended %d orphaned vLLM worker(s) before starting %s: pids %s" % (
-        len(found), args.unit, [p["pid"] for p in found]))
-    return 0
-
-
 def main(argv=None):
     ap = argparse.ArgumentParser(prog="vllm_watchdog.py", description=__doc__.split("\n", maxsplit=1)[0])
     sub = ap.add_subparsers(dest="cmd", required=True)
     for name in ("check", "status"):
         p = sub.add_parser(name)
         p.add_argument("--config", required=True)
-    p = sub.add_parser("orphans")
-    p.add_argument("--unit", default="vllm.service")
-    p.add_argument("--mode", choices=("end", "refuse", "report"), default="end")
-    p.add_argument("--grace", type=float, default=10.0, help="seconds to wait after SIGTERM, then after SIGKILL")
     args = ap.parse_args(argv)
-    if args.cmd == "orphans":
-        return orphans(args)
     config = load_json(args.config)
     if not isinstance(config, dict):
         log(ERR, "cannot read the config %s" % args.config)

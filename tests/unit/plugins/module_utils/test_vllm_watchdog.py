@@ -22,6 +22,10 @@ from ansible_collections.gpuhost.inference.tests.unit.paths import ROOT as _ROOT
 _SPEC = _ilu.spec_from_file_location("vllm_watchdog", _ROOT + "/roles/vllm_service/files/vllm_watchdog.py")
 wd = _ilu.module_from_spec(_SPEC)
 _SPEC.loader.exec_module(wd)
+# The unit's start-up orphan check beside it (roles/vllm_service/files/vllm_orphans.py), loaded the same way.
+_ORPHANS_SPEC = _ilu.spec_from_file_location("vllm_orphans", _ROOT + "/roles/vllm_service/files/vllm_orphans.py")
+orph = _ilu.module_from_spec(_ORPHANS_SPEC)
+_ORPHANS_SPEC.loader.exec_module(orph)
 from ansible_collections.gpuhost.inference.tests.unit.paths import FIXTURES, case_ids, load_cases
 
 SNAPSHOTS = os.path.join(FIXTURES, "vllm-0.28.0", "watchdog")
@@ -141,8 +145,8 @@ def test_find_orphans(case, tmp_path):
         (d / "cmdline").write_bytes(proc.get("cmdline", proc["name"]).replace(" ", "\0").encode() + b"\0")
         (d / "cgroup").write_text(proc["cgroup"])
     (tmp_path / "self").mkdir()
-    own = wd.cgroup_of(case["own_cgroup"])
-    got = [p["pid"] for p in wd.find_orphans(case["uid"], own, proc=str(tmp_path))]
+    own = orph.cgroup_of(case["own_cgroup"])
+    got = [p["pid"] for p in orph.find_orphans(case["uid"], own, proc=str(tmp_path))]
     assert got == case["expect"]
 
 
