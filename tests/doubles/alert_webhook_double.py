@@ -1,6 +1,10 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, gpuhost.inference contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """A stand-in for an on-call chat or paging webhook (issue 45.5): the receiver Alertmanager's `webhook_configs` posts to.
 
-Standard library only (it runs with the box's python3): listens on HOST:PORT and appends every POSTed notification,
+Standard library only and self-contained (the tests send its source to the box's python3 with `-c`, so it cannot
+import tests/doubles/http_double.py): listens on HOST:PORT and appends every POSTed notification,
 Alertmanager's webhook JSON (version 4: status, groupLabels, alerts with labels and annotations), as one line of
 {"t": unix time, "path": request path, "body": the JSON} to OUT; answers 200. The molecule tests start it on the
 monitoring host as a transient unit and read OUT:
