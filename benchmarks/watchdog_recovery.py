@@ -34,7 +34,9 @@ temporary directory: its own state file, dry run, no textfile) against the live 
 largest max RSS.
 
 ``--set KEY=VALUE`` changes the installed config for the run (read at every check) and puts the file back at the
-end; the period is the timer's (set it with -e vllm_service_watchdog_period=N in the play).
+end; the period is the timer's (set it with -e vllm_service_watchdog_period=N in the play). The forced tool call
+canary (rule structured) due at every idle check during the false alarms: ``--set tool_canary_interval=10 --set
+tool_canary_retry=10 --set tool_canary_failures=1``.
 """
 from __future__ import annotations
 
@@ -362,7 +364,7 @@ def main(argv=None):
     import vllm_watchdog as wd  # pylint: disable=import-outside-toplevel,import-error
     key = wd.api_key(cfg)
     shown = ("period", "stall_seconds", "unserved_seconds", "canary_interval", "canary_timeout", "canary_failures",
-             "max_restarts")
+             "max_restarts", "tool_canary_interval", "tool_canary_retry", "tool_canary_failures")
     out = {"settings": {k: cfg.get(k) for k in shown}, "trials": [], "false_alarms": []}
     try:
         for item in args.set:

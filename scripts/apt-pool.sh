@@ -17,9 +17,9 @@ set -euo pipefail
 . "$(dirname "$0")/lab-env.sh"
 
 # Keep in step with roles/vllm_install/defaults/main.yml (tests/unit/plugins/filter/test_vllm_install.py checks)
-# and with the monitoring roles' packages (node_metrics, fleet_prometheus; tests/unit/prometheus checks); nginx for
+# and with the monitoring roles' packages (node_metrics, fleet_prometheus with Alertmanager; tests/unit/prometheus checks); nginx for
 # roles/front_door (its unit tests unpack nginx from here when it is not installed).
-PACKAGES=${APT_POOL_PACKAGES:-python3-venv g++ python3-dev python3-apt prometheus-node-exporter prometheus nginx}
+PACKAGES=${APT_POOL_PACKAGES:-python3-venv g++ python3-dev python3-apt prometheus-node-exporter prometheus prometheus-alertmanager nginx}
 ROOTFS=$LAB_STATE/rootfs
 dest=$APT_POOL
 stamp=$dest/.gpuhost-apt-pool

@@ -2,10 +2,15 @@
 its own `monitoring` host (fleet_prometheus_gpu_group: monitoring): node exporter and the GPU collector's timer run
 hardened, the textfile holds the configured cap beside the enforced limits, Prometheus scrapes both targets, and a
 card whose enforced limit differs from the configured cap (someone ran `nvidia-smi -pl 300` by hand) fires
-GpuPowerCapNotApplied; the cap unit is run again afterwards. Extra time: about 1.5 minutes (the alert's `for: 1m`)."""
+GpuPowerCapNotApplied; the cap unit is run again afterwards. Issue 45: the vLLM double's forced tool calls put into
+an engine error inside their streams (200 OK, then an error event: what the 5xx alert cannot see) fire VllmRequestErrors,
+and Alertmanager (the distribution's, beside Prometheus) delivers it to a webhook receiver on the box
+(tests/doubles/alert_webhook_double.py) with the box, the symptom and the first command. Extra time: about 1.5 minutes
+(the cap alert's `for: 1m`; the error alert's minute runs during it)."""
 from __future__ import annotations
 
 import json
+import os
 import shlex
 import time
 
@@ -16,6 +21,46 @@ TEXTFILE = "/var/lib/prometheus/node-exporter/gpuhost_gpu.prom"
 GET = r"""
 import sys, urllib.request
 print(urllib.request.urlopen(sys.argv[1], timeout=30).read().decode())
+"""
+
+
+AM = "http://127.0.0.1:9093"
+WEBHOOK_DOUBLE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "doubles", "alert_webhook_double.py")
+WEBHOOK_UNIT = "lab-alert-webhook"
+WEBHOOK_RECORD = "/run/lab-alert-webhook.jsonl"
+# Runs in the box: switch the double's forced_tool_call_error fault on, send N streamed forced tool calls and N plain
+# completions, switch it off -> {"forced": [error event seen, ...], "plain": [HTTP status, ...]}.
+FORCED_ERRORS = r"""
+import json, sys, urllib.request
+base, n = 'http://127.0.0.1:8000', int(sys.argv[1])
+def post(path, body):
+    req = urllib.request.Request(base + path, json.dumps(body).encode(), {'Content-Type': 'application/json'})
+    with urllib.request.urlopen(req, timeout=60) as resp:
+        return resp.status, resp.read().decode()
+model = json.load(urllib.request.urlopen(base + '/v1/models', timeout=30))['data'][0]['id']
+tool = {'type': 'function', 'function': {'name': 'read_file', 'parameters': {'type': 'object',
+        'properties': {'path': {'type': 'string'}}, 'required': ['path']}}}
+out = {'forced': [], 'plain': []}
+post('/_double/faults', {'forced_tool_call_error': True})
+try:
+    for i in range(n):
+        status, body = post('/v1/chat/completions', {'model': model, 'stream': True, 'max_tokens': 16, 'tools': [tool],
+                            'tool_choice': 'required', 'messages': [{'role': 'user', 'content': 'read a.py %d' % i}]})
+        out['forced'].append(status == 200 and '"InternalServerError"' in body)
+        out['plain'].append(post('/v1/completions', {'model': model, 'prompt': 'def f%d():' % i, 'max_tokens': 8})[0])
+finally:
+    post('/_double/faults', {'forced_tool_call_error': False})
+print(json.dumps(out))
+"""
+
+# Runs in the box: vLLM's requests finished with "error", read with the collection's Prometheus text reader (installed
+# beside the watchdog).
+ERRORS_COUNTED = r"""
+import sys, urllib.request
+sys.path.insert(0, '/usr/local/lib/gpuhost-inference')
+import prometheus_text
+text = urllib.request.urlopen('http://127.0.0.1:8000/metrics', timeout=30).read().decode()
+print(prometheus_text.total(text, 'vllm:request_success_total', {'finished_reason': 'error'}) or 0)
 """
 
 
@@ -76,6 +121,39 @@ def test_prometheus_scrapes_the_box_and_holds_the_rules(host):
     assert {"GpuPowerCapNotApplied", "VllmEngineDown", "VllmEngineHung"} <= names, names
 
 
+def _webhook(host):
+    out = host.run("cat %s" % WEBHOOK_RECORD).stdout
+    return [json.loads(line) for line in out.splitlines() if line.strip()]
+
+
+def test_alertmanager_runs_beside_prometheus_with_a_webhook_receiver(host):
+    """The distribution's Alertmanager on loopback, no cluster port, Prometheus sending to it; the webhook receiver
+    (the stand-in for a chat or paging webhook) started on the box for the alerts below."""
+    assert host.service("prometheus-alertmanager").is_running
+    args = host.check_output("cat /etc/default/prometheus-alertmanager")
+    assert "--web.listen-address=127.0.0.1:9093" in args and "--cluster.listen-address=" in args, args
+    assert host.run("amtool check-config /etc/prometheus/alertmanager.yml").rc == 0
+    assert _wait(lambda: json.loads(_get(host, PROM + "/api/v1/alertmanagers"))["data"]["activeAlertmanagers"], 60)
+    host.run("systemctl stop %s" % WEBHOOK_UNIT)
+    host.run("rm -f %s" % WEBHOOK_RECORD)
+    with open(WEBHOOK_DOUBLE, encoding="utf-8") as handle:
+        source = handle.read()
+    host.check_output("systemd-run --quiet --collect --unit=%s -- python3 -c %s 127.0.0.1 19093 %s"
+                      % (WEBHOOK_UNIT, shlex.quote(source), WEBHOOK_RECORD))
+    listening = "python3 -c 'import socket; socket.create_connection((\"127.0.0.1\", 19093), 2)'"
+    assert _wait(lambda: host.run(listening).rc == 0, 30), host.run("journalctl -u %s -n 20" % WEBHOOK_UNIT).stdout
+
+
+def test_forced_tool_calls_ending_in_an_engine_error_are_counted_as_errors(host):
+    """The double's fault: every forced tool call an engine error inside its 200 stream; plain completions answered.
+    VllmRequestErrors is judged after the cap test below (its `for: 1m` runs meanwhile)."""
+    sent = json.loads(host.check_output("python3 -c %s 6" % shlex.quote(FORCED_ERRORS)))
+    assert sent["forced"] == [True] * 6 and sent["plain"] == [200] * 6, sent
+    errors = float(host.check_output("python3 -c %s" % shlex.quote(ERRORS_COUNTED)))
+    assert errors >= 6, errors
+    host.run("date +%s > /run/lab-forced-errors-at")
+
+
 def test_a_card_off_its_configured_cap_fires_the_cap_alert(host):
     assert not [a for a in _alerts(host, "GpuPowerCapNotApplied") if a["state"] == "firing"]
     host.check_output("nvidia-smi -i 1 -pl 300")  # by hand, beside the cap unit (root: the mock lets it)
@@ -92,3 +170,27 @@ def test_a_card_off_its_configured_cap_fires_the_cap_alert(host):
     assert [a["labels"]["index"] for a in alerts] == ["1"], alerts
     enforced = host.check_output("nvidia-smi -i 1 --query-gpu=enforced.power.limit --format=csv,noheader,nounits")
     assert float(enforced) == 250.0, enforced
+
+
+def test_the_engine_error_alert_fires_and_reaches_the_webhook(host):
+    """VllmRequestErrors, then Alertmanager's notification at the webhook with the box, the symptom and the first
+    command (the cap alert's notification too: every alert goes the same way)."""
+    box = host.backend.get_hostname()
+    t_errors = float(host.check_output("cat /run/lab-forced-errors-at"))
+    assert _wait(lambda: any(a["state"] == "firing" for a in _alerts(host, "VllmRequestErrors")), 180), \
+        _alerts(host, "VllmRequestErrors")
+    t_fired = time.time()
+
+    def delivered(name):
+        return [(r["t"], a) for r in _webhook(host) for a in r["body"].get("alerts", [])
+                if a["labels"].get("alertname") == name and a["status"] == "firing"]
+
+    assert _wait(lambda: delivered("VllmRequestErrors"), 60), _webhook(host)[-5:]
+    t_sent, alert = delivered("VllmRequestErrors")[0]
+    print("\nforced tool calls failing from %.0f: VllmRequestErrors firing after at most %.0f s, at the webhook %.0f s "
+          "after the errors" % (t_errors, t_fired - t_errors, t_sent - t_errors))
+    assert alert["labels"]["box"] == box and alert["labels"]["severity"] == "critical", alert
+    note = alert["annotations"]["summary"] + " " + alert["annotations"]["description"]
+    assert box in alert["annotations"]["summary"] and "engine error" in note and "First: `journalctl -u vllm" in note, alert
+    assert delivered("GpuPowerCapNotApplied"), [r["body"]["groupLabels"] for r in _webhook(host)]
+    host.run("systemctl stop %s" % WEBHOOK_UNIT)

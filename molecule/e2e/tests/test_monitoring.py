@@ -4,7 +4,9 @@ nvidia-smi, a test double), the verification's textfile and the watchdog's. Ever
 queryable; every panel of every dashboard returns data (a few completions first, so the rates have something to
 divide); and a recorder of /api/v1/alerts started for tests/test_watchdog_alert.py, which proves on test_watchdog.py's
 freeze that the hung alert (the watchdog's one definition of hung, gpuhost_watchdog_hung) is firing before the
-watchdog's restart and resolves after it. Extra time: about 30 s of traffic and 20 s for two scrapes."""
+watchdog's restart and resolves after it; Alertmanager (the distribution's) beside Prometheus and a webhook receiver
+(tests/doubles/alert_webhook_double.py) for the hung alert's page. Extra time: about 30 s of traffic and 20 s for two
+scrapes."""
 from __future__ import annotations
 
 import glob
@@ -64,6 +66,11 @@ while time.time() < end:
 """
 RECORDER_UNIT = "e2e-monitoring-alerts"
 RECORD = "/run/e2e-monitoring-alerts.jsonl"
+# The stand-in for a chat or paging webhook (issue 45.5) that the box's Alertmanager sends to (host_vars: 127.0.0.1:19093).
+WEBHOOK_DOUBLE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..", "tests", "doubles",
+                              "alert_webhook_double.py")
+WEBHOOK_UNIT = "e2e-alert-webhook"
+WEBHOOK_RECORD = "/run/e2e-alert-webhook.jsonl"
 
 
 def _get(host, path):
@@ -189,3 +196,21 @@ def test_the_alert_recorder_runs(host):
     host.check_output("systemd-run --quiet --collect --unit=%s -- python3 -c %s %s %s %s"
                       % (RECORDER_UNIT, shlex.quote(RECORDER), PROM, STATE, RECORD))
     assert _wait(lambda: host.run("test -s %s" % RECORD).rc == 0, 30), host.run("journalctl -u %s -n 20" % RECORDER_UNIT).stdout
+
+
+def test_alertmanager_and_the_webhook_receiver_run(host):
+    """The distribution's Alertmanager beside Prometheus (loopback, no cluster port), and the webhook receiver on the
+    box that stands in for a chat or paging webhook: tests/test_watchdog_alert.py reads what reached it during
+    tests/test_watchdog.py's freeze (the hung alert's page)."""
+    assert host.service("prometheus-alertmanager").is_running
+    args = host.check_output("cat /etc/default/prometheus-alertmanager")
+    assert "--web.listen-address=127.0.0.1:9093" in args and "--cluster.listen-address=" in args, args
+    assert _wait(lambda: _get(host, "/api/v1/alertmanagers")["data"]["activeAlertmanagers"], 60)
+    host.run("systemctl stop %s" % WEBHOOK_UNIT)
+    host.run("rm -f %s" % WEBHOOK_RECORD)
+    with open(WEBHOOK_DOUBLE, encoding="utf-8") as handle:
+        source = handle.read()
+    host.check_output("systemd-run --quiet --collect --unit=%s -- python3 -c %s 127.0.0.1 19093 %s"
+                      % (WEBHOOK_UNIT, shlex.quote(source), WEBHOOK_RECORD))
+    listening = "python3 -c 'import socket; socket.create_connection((\"127.0.0.1\", 19093), 2)'"
+    assert _wait(lambda: host.run(listening).rc == 0, 30), host.run("journalctl -u %s -n 20" % WEBHOOK_UNIT).stdout

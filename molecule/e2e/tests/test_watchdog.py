@@ -158,7 +158,7 @@ def test_watchdog_installed_on_with_the_inventory_settings(host):
                              "-p ProtectSystem vllm-watchdog.service")
     assert "Type=oneshot" in unit and "NoNewPrivileges=yes" in unit and "ProtectSystem=strict" in unit, unit
     pre = host.check_output("systemctl show -p ExecStartPre vllm.service")
-    assert "vllm_watchdog.py" in pre and "orphans" in pre, pre
+    assert "vllm_orphans.py" in pre and "--mode end" in pre, pre
 
 
 def test_the_report_has_the_watchdog_section(host):

@@ -1,7 +1,8 @@
 # -*- coding: utf-8 -*-
 # Copyright: (c) 2026, gpuhost.inference contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""The vLLM watchdog: is the engine making forward progress? And: no orphaned workers at start.
+"""The vLLM watchdog: is the engine making forward progress? (The unit's start-up check for orphaned workers is
+vllm_orphans.py beside this file.)
 
 Python standard library only and free of any import from the collection, because vllm_service
 copies this file to the box (/usr/local/lib/gpuhost-inference/vllm_watchdog.py) where the
@@ -13,7 +14,6 @@ Prometheus text (plugins/module_utils/prometheus_text.py, installed beside this 
 
     python3 vllm_watchdog.py check --config /etc/vllm/watchdog.json   # one check (the timer's unit)
     python3 vllm_watchdog.py status --config /etc/vllm/watchdog.json  # print config + state, read-only
-    python3 vllm_watchdog.py orphans --unit vllm.service              # the vLLM unit's ExecStartPre
 
 The judging is one pure function, ``judge(state, sample, settings) -> (state, decision)``, fed with
 what one check saw (the unit's systemctl properties, /health, /metrics, the canary's answer) and
@@ -37,6 +37,16 @@ silent        nothing pending and no progress for ``canary_interval`` seconds: o
               new, so its gauges stay at 0 while the requests sent to it wait. A client that keeps
               a finished stream open looks the same; the canary, answered, tells the two apart, and
               that many requests are not asked about again (only more of them are).
+structured    the path agents need beside plain text: a forced tool call (structured output, the grammar) is
+              sent at a low rate - after ``tool_canary_interval`` seconds since the last one, only when the engine
+              did nothing since the last check and owes nothing (no request pending, held or arrived: never while
+              it is merely busy) -, and
+              ``tool_canary_failures`` of them in a row that the engine answered with an error (HTTP 5xx: vLLM
+              0.28.0's "Internal server error" of a request it terminated, e.g. "grammar rejected tokens") are a
+              verdict; after a failed one the next is due after ``tool_canary_retry`` seconds. A refusal (4xx: no
+              tool calling on this profile, a wrong key), a timeout or no answer proves nothing here (the plain
+              canary and the rules above judge an engine that does not answer). Issue 45: after a host incident a
+              server answered plain completions and failed every forced tool call until a restart.
 
 Nothing counts before the first readiness (/health and /metrics answer 200) of the unit's current
 invocation (systemd's InvocationID): model loading, a weights download or a restart never look like
@@ -56,7 +66,6 @@ import http.client
 import importlib.util
 import json
 import os
-import signal
 import subprocess
 import sys
 import threading
@@ -70,7 +79,6 @@ __all__ = [
     "api_done",
     "api_in_flight",
     "api_key",
-    "find_orphans",
     "judge",
     "load_env_reader",
     "load_metrics_reader",
@@ -96,7 +104,7 @@ INFERENCE_HANDLERS = ("/v1/completions", "/v1/chat/completions", "/v1/responses"
                       "/v1/rerank", "/v2/rerank", "/rerank", "/score", "/pooling", "/classify", "/invocations",
                       "/v1/audio/transcriptions", "/v1/audio/translations", "/v1/messages")
 # What the watchdog writes for node exporter's textfile collector at every check (docs/watchdog.md, "hung").
-VERDICT_RULES = ("stalled", "unserved", "silent", "unresponsive")
+VERDICT_RULES = ("stalled", "unserved", "silent", "unresponsive", "structured")
 DEFAULTS = {
     "period": 15,
     "stall_seconds": 120,
@@ -109,9 +117,16 @@ DEFAULTS = {
     "max_restarts": 3,
     "restart_window": 3600,
     "dry_run": False,
+    # the forced tool call canary (rule structured): off unless configured (vllm_service turns it on)
+    "tool_canary_interval": 0,
+    "tool_canary_retry": 60,
+    "tool_canary_failures": 3,
 }
 UNIT_PROPS = ("ActiveState", "SubState", "InvocationID", "ActiveEnterTimestamp", "NRestarts", "MainPID")
 CANARY_PROMPT = "ping"
+# The forced tool call canary's one tool: no parameters, so the constrained answer is a few tokens.
+CANARY_TOOL = {"type": "function", "function": {"name": "gpuhost_watchdog_canary", "description": "Answer the canary.",
+                                                "parameters": {"type": "object", "properties": {}}}}
 # The env-file reader vllm_service installs beside this file (the collection's plugins/module_utils/systemd_env.py).
 ENV_READER = "systemd_env.py"
 STATE_VERSION = 1
@@ -196,6 +211,9 @@ def _fresh_invocation(st, invocation):
         "canary_fails": 0,
         "last_canary_at": None,
         "last_canary": None,
+        "tool_canary_fails": 0,
+        "last_tool_canary_at": None,
+        "last_tool_canary": None,
         "api_answered": 0,
         "api_done_base": None,
         "hung": False,
@@ -225,10 +243,11 @@ def judge(state, sample, settings):
     ``sample``: {now: monotonic s, wall: epoch s, unit: {ActiveState, InvocationID, ...},
     health: {ok, status, error}, metrics: {ok, status, error, running, waiting, pending, counters,
     api_in_flight (the API server's /load: requests it holds; absent when it did not answer)},
-    canary: None or {ok, status, error, seconds}}.
+    canary: None or {ok, status, error, seconds}, tool_canary: None or {ok, status, error, seconds}}.
 
-    ``decision``: {action: none | canary | restart | hold, phase, note, verdict: None or {rule, ...}}.
-    ``canary`` asks the caller to send the canary and judge the same sample again with its answer.
+    ``decision``: {action: none | canary | tool_canary | restart | hold, phase, note, verdict: None or {rule, ...}}.
+    ``canary`` (``tool_canary``) asks the caller to send the canary (the forced tool call canary) and judge the same
+    sample again with its answer.
     The input state is not changed.
     """
     cfg = dict(DEFAULTS)
@@ -273,7 +292,8 @@ def judge(state, sample, settings):
                           "first readiness" % (health.get("status") or health.get("error") or "-",
                                                metrics.get("status") or metrics.get("error") or "-"))
         st.update({"ready": True, "ready_at": wall, "counters": metrics.get("counters") or {},
-                   "progress_at": now, "last_activity": now, "fails": 0, "canary_fails": 0})
+                   "progress_at": now, "last_activity": now, "fails": 0, "canary_fails": 0,
+                   "tool_canary_fails": 0, "last_tool_canary_at": now})
         st["pending_since"] = now if metrics.get("pending", 0) > 0 else None
         return decide("none", "ready", "ready: /health and /metrics answer; watching from now on")
 
@@ -323,7 +343,12 @@ def judge(state, sample, settings):
             st["pending_since"] = None
         still = now - max(st["progress_at"], st["pending_since"]) if pending > 0 else 0.0
         canary = sample.get("canary")
+        tool = sample.get("tool_canary")
         quiet = now - max(st["last_activity"], st.get("last_canary_at") or 0.0)
+        tool_fails = int(st.get("tool_canary_fails") or 0)
+        tool_due = (float(cfg["tool_canary_interval"] or 0) > 0 and not moved and pending == 0 and not any(owed.values())
+                    and now - float(now if st.get("last_tool_canary_at") is None else st["last_tool_canary_at"]) >= float(
+                        cfg["tool_canary_retry"] if tool_fails else cfg["tool_canary_interval"]))
         evidence = {"pending": pending, "running": metrics.get("running", 0), "waiting": metrics.get("waiting", 0),
                     "api_in_flight": metrics.get("api_in_flight"), "api_arrived": arrived, "counters": counters,
                     "unmoved_s": round(unmoved, 1), "unchanged_since": round(wall - unmoved, 3)}
@@ -359,6 +384,25 @@ def judge(state, sample, settings):
                     verdict = dict(evidence, rule=rule, canary_failures=st["canary_fails"], canary=canary,
                                    canary_timeout_s=cfg["canary_timeout"], owed=owed,
                                    quiet_s=round(now - st["last_activity"], 1))
+        elif tool is not None:
+            st["last_tool_canary_at"] = now
+            st["last_tool_canary"] = dict(tool, at=wall)
+            status = tool.get("status") or 0
+            level = "notice"
+            if tool.get("ok"):
+                st["tool_canary_fails"] = 0
+                note = "the forced tool call canary was answered in %s s" % tool.get("seconds")
+            elif 500 <= status < 600:
+                level = "warning"
+                st["tool_canary_fails"] = tool_fails + 1
+                note = "the forced tool call canary failed %d time(s) in a row (need %d): %s" % (
+                    st["tool_canary_fails"], cfg["tool_canary_failures"], tool.get("error") or status)
+                if st["tool_canary_fails"] >= int(cfg["tool_canary_failures"]):
+                    verdict = dict(evidence, rule="structured", tool_canary_failures=st["tool_canary_fails"],
+                                   tool_canary=tool, owed=owed)
+            else:
+                note = "the forced tool call canary got %s (%s): it proves nothing, not counted" % (
+                    status or "no answer", tool.get("error"))
         elif pending > 0 and still >= float(cfg["stall_seconds"]):
             # the backstop without a canary (one refused, say): work pending and nothing moved for stall_seconds
             note = "%d pending, progress %.0f s ago" % (pending, still)
@@ -374,6 +418,10 @@ def judge(state, sample, settings):
         elif pending == 0 and (st.get("canary_fails", 0) > 0 or quiet >= float(cfg["canary_interval"])):
             action = "canary"
             note = "idle for %.0f s: a canary is due" % quiet
+        elif tool_due:
+            action = "tool_canary"
+            note = "nothing owed: a forced tool call canary is due%s" % (
+                " (%d failed in a row)" % tool_fails if tool_fails else "")
         elif pending > 0:
             note = "%d pending, progress %.0f s ago" % (pending, still)
         elif any(owed.values()):
@@ -552,6 +600,33 @@ def _canary(base_url, key, timeout):
             "seconds": round(time.monotonic() - t0, 3)}
 
 
+def tool_canary(base_url, key, timeout):
+    """A forced tool call (tool_choice required, one tool without parameters, a few tokens) to the first served model,
+    not streamed -> {ok, status, error, seconds, tool_calls}. An engine error is vLLM's 500; a 200 is an answer
+    whatever it holds (a reasoning model may spend the tokens before the call: not the engine's failure)."""
+    t0 = time.monotonic()
+    models = http_get(base_url, "/v1/models", timeout, key)
+    try:
+        model = (json.loads(models["body"]).get("data") or [{}])[0].get("id") if models["ok"] else None
+    except (ValueError, AttributeError, IndexError):
+        model = None
+    if model is None:
+        return {"ok": False, "status": models["status"], "error": "GET /v1/models: %s" % (
+            models["error"] or "no model listed"), "seconds": models["seconds"], "tool_calls": 0}
+    left = max(1.0, timeout - (time.monotonic() - t0))
+    res = http_get(base_url, "/v1/chat/completions", left, key,
+                   {"model": model, "messages": [{"role": "user", "content": CANARY_PROMPT}], "tools": [CANARY_TOOL],
+                    "tool_choice": "required", "max_tokens": 32, "temperature": 0})
+    calls = 0
+    if res["ok"]:
+        try:
+            calls = len(((json.loads(res["body"]).get("choices") or [{}])[0].get("message") or {}).get("tool_calls") or [])
+        except (ValueError, AttributeError, IndexError):
+            calls = 0
+    return {"ok": res["ok"], "status": res["status"], "error": res["error"],
+            "seconds": round(time.monotonic() - t0, 3), "tool_calls": calls}
+
+
 def textfile_families(writer, state, decision, unit, settings):
     """What one check saw, as Prometheus families (``writer``: the collection's textfile writer module): the hung
     suspicion (docs/watchdog.md), what the engine owes, verdicts by rule, restarts, held, checks."""
@@ -569,6 +644,8 @@ def textfile_families(writer, state, decision, unit, settings):
             "the API server since the engine last moved)"),
         fam("gpuhost_watchdog_canary_failures", "gauge", "canaries failed in a row").add(
             int(state.get("canary_fails") or 0), **lb),
+        fam("gpuhost_watchdog_tool_canary_failures", "gauge", "forced tool call canaries the engine failed in a "
+            "row").add(int(state.get("tool_canary_fails") or 0), **lb),
         fam("gpuhost_watchdog_unanswered_checks", "gauge", "checks in a row whose /health or /metrics did not "
             "answer").add(int(state.get("fails") or 0), **lb),
         fam("gpuhost_watchdog_verdicts_total", "counter", "verdicts by rule (a held verdict counts at every check)"),
@@ -588,7 +665,7 @@ def textfile_families(writer, state, decision, unit, settings):
         out[2].add(owed.get(kind) if state.get("ready") and owed else None, kind=kind, **lb)
     verdicts = state.get("verdicts") or {}
     for rule in VERDICT_RULES:
-        out[5].add(int(verdicts.get(rule, 0)), rule=rule, **lb)
+        out[6].add(int(verdicts.get(rule, 0)), rule=rule, **lb)
     return out
 
 
@@ -671,9 +748,15 @@ def check(config):
         sample = dict(sample, now=time.monotonic(), wall=time.time())
         sent += 1
         new, decision = judge(state, sample, settings)
+    if decision["action"] == "tool_canary":
+        if key is None:
+            key = api_key(config)
+        sample["tool_canary"] = tool_canary(base, key, float(settings["canary_timeout"] or 60))
+        sample = dict(sample, now=time.monotonic(), wall=time.time())
+        new, decision = judge(state, sample, settings)
     new["settings"] = settings
     new["unit"] = unit
-    new["last_sample"] = {k: sample.get(k) for k in ("health", "metrics", "canary")}
+    new["last_sample"] = {k: sample.get(k) for k in ("health", "metrics", "canary", "tool_canary")}
     new["last_decision"] = decision
     verdict = decision["verdict"]
     if verdict is not None:
@@ -688,7 +771,7 @@ def check(config):
             log(WARNING, "VERDICT %s (dry run: not restarting %s)" % (verdict["rule"], unit), verdict)
     else:
         log(LEVELS[decision["level"]], decision["note"],
-            sample.get("canary") if sample.get("canary") is not None else None)
+            sample.get("canary") if sample.get("canary") is not None else sample.get("tool_canary"))
     save_json(state_file, new)
     write_textfile(config, new, decision)
     if decision["action"] == "restart":
@@ -720,120 +803,13 @@ def status(config):
     return 0
 
 
-# -- orphans ------------------------------------------------------------------------------------
-
-def _read(path):
-    try:
-        with open(path, "rb") as fh:
-            return fh.read().decode("utf-8", "replace")
-    except OSError:
-        return None
-
-
-def cgroup_of(text):
-    """The systemd cgroup path of a /proc/PID/cgroup text (v1 name=systemd line, else the v2 0:: line)."""
-    if not text:
-        return None
-    v2 = None
-    for line in text.splitlines():
-        parts = line.split(":", 2)
-        if len(parts) != 3:
-            continue
-        if parts[1] == "name=systemd":
-            return parts[2]
-        if parts[0] == "0" and parts[1] == "":
-            v2 = parts[2]
-    return v2
-
-
-def find_orphans(uid, own_cgroup, proc="/proc", prefix="VLLM::", self_pid=None):
-    """Processes of ``uid`` whose name or argv[0] starts with ``prefix`` and whose cgroup is outside
-    ``own_cgroup`` (the unit's) -> [{pid, name, cmdline, cgroup}], by pid."""
-    found = []
-    for entry in os.listdir(proc):
-        if not entry.isdigit() or (self_pid is not None and int(entry) == self_pid):
-            continue
-        base = os.path.join(proc, entry)
-        status_text = _read(os.path.join(base, "status"))
-        if status_text is None:
-            continue
-        fields = dict(line.split(":", 1) for line in status_text.splitlines() if ":" in line)
-        try:
-            puid = int(fields.get("Uid", "").split()[0])
-        except (IndexError, ValueError):
-            continue
-        if puid != uid:
-            continue
-        name = fields.get("Name", "").strip()
-        cmdline = (_read(os.path.join(base, "cmdline")) or "").replace("\0", " ").strip()
-        if not (name.startswith(prefix) or cmdline.startswith(prefix)):
-            continue
-        cgroup = cgroup_of(_read(os.path.join(base, "cgroup")))
-        if own_cgroup and cgroup is not None and (cgroup == own_cgroup or cgroup.startswith(own_cgroup + "/")):
-            continue
-        found.append({"pid": int(entry), "name": name, "cmdline": cmdline[:200], "cgroup": cgroup})
-    return sorted(found, key=lambda p: p["pid"])
-
-
-def _alive(pid):
-    text = _read("/proc/%d/status" % pid)
-    if text is None:
-        return False
-    return "\nState:\tZ" not in text
-
-
-def orphans(args):
-    """ExecStartPre of the vLLM unit: report (and end) the service user's VLLM:: workers outside this unit."""
-    uid = os.getuid()
-    own = cgroup_of(_read("/proc/self/cgroup"))
-    found = find_orphans(uid, own, self_pid=os.getpid())
-    if not found:
-        return 0
-    pids = [p["pid"] for p in found]
-    for p in found:
-        log(WARNING, "orphaned vLLM worker of uid %d outside %s: pid %d %s (cgroup %s)" % (
-            uid, args.unit, p["pid"], p["cmdline"] or p["name"], p["cgroup"]))
-    if args.mode == "refuse":
-        log(ERR, "refusing to start %s: orphaned vLLM workers still hold their memory: pids %s (end them: kill -9 %s)"
-            % (args.unit, pids, " ".join(map(str, pids))))
-        return 1
-    if args.mode == "report":
-        return 0
-    for sig in (signal.SIGTERM, signal.SIGKILL):
-        for pid in pids:
-            try:
-                os.kill(pid, sig)
-                if sig == signal.SIGTERM:
-                    os.kill(pid, signal.SIGCONT)  # a stopped (frozen) process takes SIGTERM only when it runs
-            except OSError:
-                pass
-        end = time.monotonic() + args.grace
-        while time.monotonic() < end and any(_alive(pid) for pid in pids):
-            time.sleep(0.2)
-        pids = [pid for pid in pids if _alive(pid)]
-        if not pids:
-            break
-    if pids:
-        log(ERR, "refusing to start %s: orphaned vLLM workers survived SIGKILL: pids %s" % (args.unit, pids))
-        return 1
-    log(NOTICE, "ended %d orphaned vLLM worker(s) before starting %s: pids %s" % (
-        len(found), args.unit, [p["pid"] for p in found]))
-    return 0
-
-
 def main(argv=None):
     ap = argparse.ArgumentParser(prog="vllm_watchdog.py", description=__doc__.split("\n", maxsplit=1)[0])
     sub = ap.add_subparsers(dest="cmd", required=True)
     for name in ("check", "status"):
         p = sub.add_parser(name)
         p.add_argument("--config", required=True)
-    p = sub.add_parser("orphans")
-    p.add_argument("--unit", default="vllm.service")
-    p.add_argument("--mode", choices=("end", "refuse", "report"), default="end")
-    p.add_argument("--grace", type=float, default=10.0, help="seconds to wait after SIGTERM, then after SIGKILL")
     args = ap.parse_args(argv)
-    if args.cmd == "orphans":
-        return orphans(args)
     config = load_json(args.config)
     if not isinstance(config, dict):
         log(ERR, "cannot read the config %s" % args.config)

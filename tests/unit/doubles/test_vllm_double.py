@@ -542,3 +542,47 @@ def test_prefix_cache_counters_count_a_resent_history(double):
         _agent_request(d, "messages", False, extra={"system": "a long agent system prompt " * 40})
     hits, queries = counters()
     assert queries > 0 and 0.3 < hits / queries < 0.6, (hits, queries)  # the second request's prefix hit
+
+
+def _error_counter(d):
+    _resp, text = d.request("GET", "/metrics")
+    return {s.labels["finished_reason"]: s.value for s in prometheus_text.samples(text)
+            if s.name == "vllm:request_success_total"}
+
+
+def test_forced_tool_call_error_fault_fails_forced_calls_only_until_a_restart(double, tmp_path):
+    """POST /_double/faults {"forced_tool_call_error": true} (issue 45): each forced call ends as vLLM 0.28.0 ends a
+    request the engine terminated (a stream: 200, then an error event; a whole answer: 500), counted under
+    finished_reason="error" with the scheduler's log line; plain completions and unforced turns still work; the
+    fault lives in the process, so a new start serves forced calls again; an unknown fault is refused."""
+    d = double(settings=TOOLED)
+    resp, payload = d.request("POST", "/_double/faults", {"no_such_fault": True})
+    assert resp.status == 400 and "forced_tool_call_error" in payload
+    resp, payload = d.request("POST", "/_double/faults", {"forced_tool_call_error": True})
+    assert resp.status == 200 and json.loads(payload) == {"forced_tool_call_error": True}
+    tools = [{"type": "function", "function": {"name": "read_file", "parameters": {
+        "type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"]}}}]
+    base = {"model": "lab-model", "messages": [{"role": "user", "content": "unique fault"}], "tools": tools,
+            "max_tokens": 12, "stream": True}
+    resp, payload = d.request("POST", "/v1/chat/completions", dict(base, tool_choice="required"))
+    events = sse_events(payload)
+    assert resp.status == 200 and events[-1] == {"error": {"message": "Internal server error",
+                                                           "type": "InternalServerError", "param": None, "code": 500}}
+    resp, payload = d.request("POST", "/v1/chat/completions", dict(base, tool_choice="required", stream=False))
+    assert resp.status == 500 and json.loads(payload)["error"]["type"] == "InternalServerError"
+    for surface in ("messages", "responses"):
+        resp, payload = _agent_request(d, surface, True)
+        assert resp.status == 200 and "event: error\n" in payload, payload
+    resp, payload = d.request("POST", "/v1/chat/completions", base)  # unforced: answered
+    assert resp.status == 200 and "error" not in sse_events(payload)[-1]
+    resp, payload = stream(d)
+    assert resp.status == 200 and sse_events(payload)[-1]["usage"]["completion_tokens"] == 8
+    counts = _error_counter(d)
+    assert counts["error"] == 4 and counts["length"] >= 2, counts
+    assert "grammar rejected tokens [0] for request" in d.log and "Terminating request." in d.log
+    d.stop()
+    again = double(settings=TOOLED)
+    resp, payload = again.request("POST", "/v1/chat/completions", dict(base, tool_choice="required"))
+    calls = [c for ch in sse_events(payload) for choice in ch["choices"] for c in choice["delta"].get("tool_calls") or []]
+    assert resp.status == 200 and [c["function"]["name"] for c in calls] == ["read_file"]
+    assert _error_counter(again)["error"] == 0

@@ -144,5 +144,6 @@ def test_the_lab_apt_pool_holds_the_monitoring_packages():
     wanted = []
     for role in ("node_metrics", "fleet_prometheus"):
         with open(os.path.join(ROOT, "roles", role, "defaults", "main.yml"), encoding="utf-8") as handle:
-            wanted += yaml.safe_load(handle)["%s_packages" % role]
-    assert set(wanted) - set(pool) == set()
+            defaults = yaml.safe_load(handle)
+        wanted += defaults["%s_packages" % role] + defaults.get("%s_alertmanager_packages" % role, [])
+    assert "prometheus-alertmanager" in wanted and set(wanted) - set(pool) == set()

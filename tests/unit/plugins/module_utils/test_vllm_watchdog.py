@@ -22,6 +22,10 @@ from ansible_collections.gpuhost.inference.tests.unit.paths import ROOT as _ROOT
 _SPEC = _ilu.spec_from_file_location("vllm_watchdog", _ROOT + "/roles/vllm_service/files/vllm_watchdog.py")
 wd = _ilu.module_from_spec(_SPEC)
 _SPEC.loader.exec_module(wd)
+# The unit's start-up orphan check beside it (roles/vllm_service/files/vllm_orphans.py), loaded the same way.
+_ORPHANS_SPEC = _ilu.spec_from_file_location("vllm_orphans", _ROOT + "/roles/vllm_service/files/vllm_orphans.py")
+orph = _ilu.module_from_spec(_ORPHANS_SPEC)
+_ORPHANS_SPEC.loader.exec_module(orph)
 from ansible_collections.gpuhost.inference.tests.unit.paths import FIXTURES, case_ids, load_cases
 
 SNAPSHOTS = os.path.join(FIXTURES, "vllm-0.28.0", "watchdog")
@@ -84,6 +88,9 @@ def test_judge_sequences(case):
         if decision["action"] == "canary" and "canary_answer" in step:
             sample["canary"] = step["canary_answer"]
             state, decision = wd.judge(before, sample, case.get("settings", {}))
+        elif decision["action"] == "tool_canary" and "tool_canary_answer" in step:
+            sample["tool_canary"] = step["tool_canary_answer"]
+            state, decision = wd.judge(before, sample, case.get("settings", {}))
         verdict = decision["verdict"]
         got = {"action": decision["action"], "phase": decision["phase"], "rule": verdict and verdict["rule"]}
         want = dict({"action": "none", "rule": None}, **step.get("expect", {}))
@@ -138,8 +145,8 @@ def test_find_orphans(case, tmp_path):
         (d / "cmdline").write_bytes(proc.get("cmdline", proc["name"]).replace(" ", "\0").encode() + b"\0")
         (d / "cgroup").write_text(proc["cgroup"])
     (tmp_path / "self").mkdir()
-    own = wd.cgroup_of(case["own_cgroup"])
-    got = [p["pid"] for p in wd.find_orphans(case["uid"], own, proc=str(tmp_path))]
+    own = orph.cgroup_of(case["own_cgroup"])
+    got = [p["pid"] for p in orph.find_orphans(case["uid"], own, proc=str(tmp_path))]
     assert got == case["expect"]
 
 
@@ -295,3 +302,51 @@ def test_a_canary_answered_before_any_move_is_an_answer(monkeypatch):
     monkeypatch.setattr(wd, "_canary", lambda *_a: {"ok": False, "status": 0, "error": "timeout", "seconds": 0.2})
     got = wd.canary("http://127.0.0.1:9", "", 30.0, lambda: False)
     assert got == {"ok": False, "status": 0, "error": "timeout", "seconds": 0.2, "by": "answer"}
+
+
+def test_the_forced_tool_call_canary_on_a_box(tmp_path, monkeypatch):
+    """Issue 45.4 on a whole box: an idle engine that answers plain requests but fails every forced tool call with
+    vLLM's 500. The canary goes once per due check (a forced call: tool_choice required, one tool), is not sent
+    sooner than tool_canary_retry after a failure, and the second failure in a row restarts the unit, with the
+    rule and the failures in the textfile."""
+    settings = dict(wd.DEFAULTS, canary_interval=100000, tool_canary_interval=600, tool_canary_retry=60,
+                    tool_canary_failures=2)
+    textdir = tmp_path / "node-exporter"
+    textdir.mkdir()
+    config = dict(settings, unit="vllm.service", base_url="http://127.0.0.1:8000", state_file=str(tmp_path / "s.json"),
+                  textfile_dir=str(textdir), textfile_name="gpuhost_vllm_watchdog.prom", textfile_writer=WRITER,
+                  key_file="")
+    state, _decision = wd.judge(None, sample_of({"t": 0, "metrics": "idle", "api_in_flight": 0}, "inv-1"), settings)
+    wd.save_json(config["state_file"], state)
+    clock = {"now": 0.0}
+    sent, systemctl = [], []
+
+    def http_get(_base, path, _timeout, _key="", payload=None):
+        if path == "/v1/chat/completions":
+            sent.append(payload)
+            return {"ok": False, "status": 500, "error": "HTTP 500: Internal server error", "body": "", "seconds": 0.1}
+        body = {"/metrics": metrics_text("idle"), "/health": "", "/load": '{"server_load": 0}',
+                "/v1/models": '{"data": [{"id": "m"}]}'}[path]
+        return {"ok": True, "status": 200, "error": None, "body": body, "seconds": 0.01}
+
+    def run(argv, **_kwargs):
+        if argv[:2] == ["systemctl", "show"]:
+            return types.SimpleNamespace(returncode=0, stdout="ActiveState=active\nInvocationID=inv-1\n", stderr="")
+        systemctl.append(argv[1])
+        return types.SimpleNamespace(returncode=0, stdout="", stderr="")
+
+    monkeypatch.setattr(wd, "http_get", http_get)
+    monkeypatch.setattr(wd.subprocess, "run", run)
+    monkeypatch.setattr(wd.time, "monotonic", lambda: clock["now"])
+    monkeypatch.setattr(wd.time, "time", lambda: 1.8e9 + clock["now"])
+    for t, want_sent, want_systemctl in ((300, 0, []), (600, 1, []), (630, 1, []), (660, 2, ["kill", "reset-failed", "restart"])):
+        clock["now"] = float(t)
+        assert wd.check(config) == 0
+        assert (len(sent), systemctl) == (want_sent, want_systemctl), t
+    assert sent[0]["tool_choice"] == "required" and [t["function"]["name"] for t in sent[0]["tools"]] == [
+        "gpuhost_watchdog_canary"] and sent[0]["model"] == "m"
+    verdict = wd.load_json(config["state_file"])["last_verdict"]
+    assert verdict["rule"] == "structured" and verdict["tool_canary_failures"] == 2 and verdict["action"] == "restart"
+    got = _textfile_values(str(textdir / "gpuhost_vllm_watchdog.prom"),
+                           ["gpuhost_watchdog_verdicts_total{rule=structured}", "gpuhost_watchdog_restarts_total"])
+    assert got == {"gpuhost_watchdog_verdicts_total{rule=structured}": 1.0, "gpuhost_watchdog_restarts_total": 1.0}

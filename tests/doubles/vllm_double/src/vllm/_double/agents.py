@@ -15,6 +15,8 @@ import json
 import time
 import uuid
 
+# What vLLM 0.28.0 sends for a request the engine finished with "error" (GenerationError, code 500).
+ENGINE_ERROR = {"message": "Internal server error", "type": "InternalServerError", "param": None, "code": 500}
 AUTO_TOOL_ERROR = '"auto" tool choice requires --enable-auto-tool-choice and --tool-call-parser to be set'
 
 
@@ -76,6 +78,7 @@ class Turn:
         self.generated = 0
         self.finish = None
         self.call = None
+        self.error = False  # the engine finished it with "error" (the forced_tool_call_error fault)
 
     @property
     def text(self) -> str:
@@ -97,7 +100,10 @@ def generate(handler, seq, tool):
             turn.pieces.append(piece)
             yield piece
     turn.generated = seq.generated
-    if tool is not None:
+    if tool is not None and handler.state.faults.get("forced_tool_call_error"):
+        turn.error = True
+        handler._engine_error_log(seq.request_id)
+    elif tool is not None:
         turn.call = {"id": _id("chatcmpl-tool-"), "name": tool["name"],
                      "arguments": json.dumps(example_arguments(tool["parameters"]))}
 
@@ -124,6 +130,8 @@ def chat(handler, body: dict) -> None:
         if not body.get("stream"):
             for _piece in generate(handler, seq, tool):
                 pass
+            if turn.error:
+                handler._engine_error()
             message = {"role": "assistant", "content": None if turn.call else turn.text, "reasoning": None,
                        "tool_calls": ([{"id": turn.call["id"], "type": "function",
                                         "function": {"name": turn.call["name"], "arguments": turn.call["arguments"]}}]
@@ -144,6 +152,10 @@ def chat(handler, body: dict) -> None:
         chunk({"role": "assistant", "content": ""})
         for piece in generate(handler, seq, tool):
             chunk({"content": piece})
+        if turn.error:  # vLLM's chat stream: the error as a data line, then [DONE]
+            handler._sse({"error": ENGINE_ERROR})
+            handler._sse_end(done=True, error=True)
+            return
         if turn.call:
             chunk({"tool_calls": [{"id": turn.call["id"], "type": "function", "index": 0,
                                    "function": {"name": turn.call["name"], "arguments": turn.call["arguments"]}}]})
@@ -191,6 +203,8 @@ def responses(handler, body: dict) -> None:
         if not body.get("stream"):
             for _piece in generate(handler, seq, tool):
                 pass
+            if turn.error:
+                handler._engine_error()
             handler._send(200, _responses_final(base, turn))
             st.success += 1
             return
@@ -221,6 +235,10 @@ def responses(handler, body: dict) -> None:
         else:
             for _piece in generate(handler, seq, tool):
                 pass
+            if turn.error:
+                event("error", code=ENGINE_ERROR["type"], message=ENGINE_ERROR["message"], param=None)
+                handler._sse_end(done=False, error=True)
+                return
             fid = uuid.uuid4().hex[:16]
             item = {"arguments": "", "call_id": "call_" + uuid.uuid4().hex[:16], "name": turn.call["name"],
                     "type": "function_call", "id": fid, "status": "in_progress"}
@@ -290,6 +308,8 @@ def messages(handler, body: dict) -> None:
         if not body.get("stream"):
             for _piece in generate(handler, seq, tool):
                 pass
+            if turn.error:
+                handler._engine_error()
             content = ([{"type": "tool_use", "id": turn.call["id"], "name": turn.call["name"],
                          "input": json.loads(turn.call["arguments"])}] if turn.call
                        else [{"type": "text", "text": turn.text}])
@@ -313,6 +333,10 @@ def messages(handler, body: dict) -> None:
         else:
             for _piece in generate(handler, seq, tool):
                 pass
+            if turn.error:
+                event("error", error={"type": "internal_error", "message": ENGINE_ERROR["message"]})
+                handler._sse_end(done=False, error=True)
+                return
             event("content_block_start", content_block={"type": "tool_use", "id": turn.call["id"],
                                                         "name": turn.call["name"], "input": {}}, index=0)
             event("content_block_delta", delta={"type": "input_json_delta", "partial_json": turn.call["arguments"]},

@@ -12,6 +12,16 @@ server 0 on ..."), then serves /health, /version, /v1/models, /metrics, /v1/comp
   GPUHOST_DOUBLE_KV_BYTES_PER_TOKEN=B     sizes the pool from --kv-cache-memory-bytes (1024)
   GPUHOST_DOUBLE_SPEC_KV_FACTOR=F         pool factor with a speculative config (0.865)
   GPUHOST_DOUBLE_STEP_MS, _BATCH_GROWTH, _PREFILL_MS_PER_1K, _SPEC_ACCEPT: see engine.py
+
+and, on the running server, by POST /_double/faults (the double's own route, no key; state of this process only, so a
+restart of the unit clears it, as a restart cleared the real incident of issue 45):
+
+  {"forced_tool_call_error": true}        every forced tool call ends in an engine error, as vLLM 0.28.0 ends a
+                                          request whose structured-output grammar rejected a token: the EngineCore
+                                          logs "grammar rejected tokens ... Terminating request", the request is
+                                          counted under vllm:request_success_total{finished_reason="error"}, a stream
+                                          gets an error event after its 200 OK, a whole answer is a 500; plain
+                                          completions and unforced turns still work.
 """
 from __future__ import annotations
 
@@ -83,6 +93,8 @@ class State:
         self.completed = 0
         self.die_after = int(environ.get("GPUHOST_DOUBLE_DIE_AFTER_REQUESTS", "0") or 0)
         self.success = 0
+        self.errors = 0  # requests finished with finished_reason "error"
+        self.faults: dict[str, bool] = {"forced_tool_call_error": False}
         self.prompt_tokens_total = 0
         self.ttft_counts = [0] * (len(TTFT_BUCKETS) + 1)
         self.ttft_sum = 0.0
@@ -413,6 +425,9 @@ class Handler(BaseHTTPRequestHandler):
         if not self._authorised():
             return
         path = self.path.split("?", 1)[0]
+        if path == "/_double/faults":
+            self._faults(raw)
+            return
         routes = {"/v1/completions": self._completions, "/v1/chat/completions": self._agent(agents.chat),
                   "/v1/responses": self._agent(agents.responses), "/v1/messages": self._agent(agents.messages),
                   "/v1/messages/count_tokens": self._agent(agents.count_tokens)}
@@ -445,6 +460,22 @@ class Handler(BaseHTTPRequestHandler):
             if st.load_tracking:
                 with st.lock:
                     st.server_load -= 1
+
+    def _faults(self, raw: bytes) -> None:
+        """POST /_double/faults {name: bool}: switch a fault of the running server (module docstring)."""
+        try:
+            body = json.loads(raw or b"{}")
+            unknown = sorted(set(body) - set(self.state.faults))
+            if unknown or not all(isinstance(v, bool) for v in body.values()):
+                raise ValueError("known faults (booleans): %s; got %s" % (sorted(self.state.faults), body))
+        except (ValueError, AttributeError, TypeError) as exc:
+            self._send(400, error_body(str(exc), "BadRequestError", 400))
+            return
+        with self.state.lock:
+            self.state.faults.update(body)
+            faults = dict(self.state.faults)
+        log("WARNING", "double", f"faults now {faults}")
+        self._send(200, faults)
 
     def _completions(self, body: dict) -> None:
         st = self.state
@@ -515,6 +546,18 @@ class Handler(BaseHTTPRequestHandler):
         self._agent_turn = agents.Turn(tokens, cached)
         return seq
 
+    def _engine_error_log(self, request_id: str) -> None:
+        """The log lines of a request the engine terminated with "error" (vLLM 0.28.0's scheduler and serving)."""
+        log("ERROR", "scheduler.py:1913", f"Unexpected: grammar rejected tokens [0] for request {request_id}. "
+            "Terminating request.", proc="EngineCore")
+        log("ERROR", "serving.py:175", f"Request {request_id} failed with an internal error during generation")
+
+    def _engine_error(self) -> None:
+        """A whole (not streamed) answer to a request the engine finished with "error": HTTP 500."""
+        with self.state.lock:
+            self.state.errors += 1
+        raise RequestError(500, error_body(agents.ENGINE_ERROR["message"], agents.ENGINE_ERROR["type"], 500))
+
     def _sse_start(self) -> None:
         self.send_response(200)
         self.send_header("content-type", "text/event-stream; charset=utf-8")
@@ -526,12 +569,16 @@ class Handler(BaseHTTPRequestHandler):
         head = f"event: {event}\n" if event else ""
         self._chunk(f"{head}data: {json.dumps(obj, separators=(',', ':'))}\n\n")
 
-    def _sse_end(self, done: bool) -> None:
+    def _sse_end(self, done: bool, error: bool = False) -> None:
         if done:
             self._chunk("data: [DONE]\n\n")
         self.wfile.write(b"0\r\n\r\n")
         self.wfile.flush()
-        self.state.success += 1
+        with self.state.lock:
+            if error:
+                self.state.errors += 1
+            else:
+                self.state.success += 1
 
     def _events(self, seq: Sequence):
         while True:
@@ -682,7 +729,7 @@ def metrics_text(state: State) -> str:
     metric("vllm:generation_tokens_total", "counter", "Number of generation tokens processed.",
            [("", base, stats["generation_tokens"])])
     metric("vllm:request_success_total", "counter", "Count of successfully processed requests.",
-           [("", dict(base, finished_reason=r), state.success if r == "length" else 0)
+           [("", dict(base, finished_reason=r), {"length": state.success, "error": state.errors}.get(r, 0))
             for r in ("stop", "length", "abort", "error", "repetition")])
     with state.lock:
         counts, total, n = list(state.ttft_counts), state.ttft_sum, state.ttft_n
