@@ -35,6 +35,8 @@ attempt() {
   local label=$1 log rc=0
   shift
   log=$(mktemp)
+  # $@ and $0 below are the inner shell's, on purpose.
+  # shellcheck disable=SC2016
   timed "$label" bash -c '"$@" >"$0" 2>&1' "$log" "$@" || rc=$?
   verdicts+=("$label: rc $rc")
   grep -E 'vllm_verify FAILED|Upgrade rolled back|failed its gates|PASS|FAIL' "$log" | tail -6 || true

@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """Write the flag and parser lists of one vLLM release for roles/vllm_service (issue 46.3), read from the real package.
 
     scripts/vllm-version-lists.py --python VENV/bin/python [--dest roles/vllm_service/files] [--check]

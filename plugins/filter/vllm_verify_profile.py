@@ -65,6 +65,7 @@ def vllm_verify_rollback_text(rollback_to, start=None, enabled=True, last_good="
         return "No rollback: no profile has passed on this host yet (%s)." % (last_good_file,)
     return "No rollback: the last good profile is the active one ('%s')." % (last_good,)
 
+
 def vllm_verify_version_text(venvs, start=None):
     """The sentence of the failure message that says which vLLM release failed and which one serves again.
 

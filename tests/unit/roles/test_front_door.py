@@ -471,8 +471,8 @@ def test_the_lab_apt_pool_holds_nginx():
 
 # The bad-input matrix's cases of the door's preflight (molecule default, faults; issue 42.5): the role's preflight run
 # by ansible-playbook on the controller (its checks run there) refuses each with the message the matrix looks for.
-PREFLIGHT_TASKS = [{"name": "Preflight", "ansible.builtin.include_role": {"name": "gpuhost.inference.front_door",
-                                                                           "tasks_from": "preflight.yml"}}]
+PREFLIGHT_TASKS = [{"name": "Preflight",
+                    "ansible.builtin.include_role": {"name": "gpuhost.inference.front_door", "tasks_from": "preflight.yml"}}]
 
 
 @pytest.mark.parametrize("name", sorted(n for n in matrix_cases() if n.startswith("door_")))

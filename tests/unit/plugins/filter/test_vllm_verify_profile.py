@@ -38,5 +38,5 @@ def test_version_text(case):
 
 
 def test_filters_registered():
-    assert set(vp.FilterModule().filters()) == {"vllm_verify_served_name", "vllm_verify_rollback_text",
-                                                 "vllm_verify_version_text"}
+    assert set(vp.FilterModule().filters()) == {
+        "vllm_verify_served_name", "vllm_verify_rollback_text", "vllm_verify_version_text"}
