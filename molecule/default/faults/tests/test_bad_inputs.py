@@ -216,8 +216,9 @@ def foreign_listener(host):
     """A listener of a unit that is not the collection's (a transient systemd unit: nothing under /etc changes)."""
     host.run_expect([0], "systemd-run --unit=gpuhost-foreign-listener --collect python3 -m http.server %s --bind 127.0.0.1",
                     str(FOREIGN_PORT))
-    host.run_expect([0], "for i in $(seq 50); do grep -q ':%04X 00000000:0000 0A' /proc/net/tcp && exit 0; sleep 0.1; done; exit 1",
-                    FOREIGN_PORT)
+    # the port in /proc/net/tcp's hex form, formatted here (testinfra quotes run()'s own arguments as strings)
+    listening = ":%04X 00000000:0000 0A" % FOREIGN_PORT
+    host.run_expect([0], "for i in $(seq 50); do grep -q %s /proc/net/tcp && exit 0; sleep 0.1; done; exit 1", listening)
     yield
     host.run("systemctl stop gpuhost-foreign-listener.service")
 
