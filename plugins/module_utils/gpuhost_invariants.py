@@ -215,6 +215,10 @@ def _label(entry):
     return "%s=%s (%s, %s=%s)" % (entry["port_var"], entry["port"], entry["what"], entry["host_var"], entry["host"])
 
 
+# A plain service unit's name (no template, no specifier): what a listener's unit is compared by.
+_UNIT_FORM = re.compile(r"[A-Za-z0-9:_.\\-]+(@[A-Za-z0-9:_.\\-]+)?\.service")
+
+
 def listener_errors(table, live=None):
     """Error strings: two listeners of the table on one port and address family; a port of the table held by a
     process that is not the unit the table puts there (live: [{address, family, port, pid, process, unit}] read on the
@@ -233,6 +237,8 @@ def listener_errors(table, live=None):
         port = _port(entry["port"])
         if port is None:
             continue
+        if entry["unit"] and not _UNIT_FORM.fullmatch(entry["unit"]):
+            continue  # not a unit name the listener can be told by: the role's preflight names the form error
         ours = bind_kind(entry["host"])
         for held in live or []:
             if _port(held.get("port")) != port:

@@ -111,7 +111,7 @@ CASES = [
     ("owned_install_base_dir_usr", {"vllm_install_base_dir": "/usr"}, ["vllm_install_base_dir=/usr", "system directory"]),
     ("owned_service_env_file_passwd", {"vllm_service_env_file": "/etc/passwd"}, ["vllm_service_env_file=/etc/passwd", "system file"]),
     ("owned_service_config_dir_of_a_package", {"vllm_service_config_dir": "/etc/dpkg"},
-     ["vllm_service_config_dir=/etc/dpkg", "package dpkg owns it", "read on the target"]),
+     ["vllm_service_config_dir=/etc/dpkg", "dpkg own", "read on the target"]),
     ("owned_verify_state_dir_root", {"vllm_verify_state_dir": "/root"}, ["vllm_verify_state_dir=/root", "system directory"]),
     ("owned_metrics_textfile_dir_var_log", {"node_metrics_textfile_dir": "/var/log"},
      ["node_metrics_textfile_dir=/var/log", "system directory"]),
