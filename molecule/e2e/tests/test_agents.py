@@ -3,7 +3,7 @@
 side_effect_agents.yml served `lab_agents` (32k context), verified it with every agent surface (chat, responses,
 messages: each agent's request shape with the SDKs of the vLLM venv), wrote the agents' configs on the controller,
 and ran the real CLIs headless with those files: Claude Code (`claude -p`) and Codex (`codex exec`), pinned in
-scripts/bootstrap.sh. Here: the surfaces' gates and report rows, the configs sized to the profile, each CLI's turn
+scripts/agents.sh. Here: the surfaces' gates and report rows, the configs sized to the profile, each CLI's turn
 completed without an API error, and the first call of the OpenAI-client and opencode configs made with what the
 files say.
 """
@@ -24,8 +24,8 @@ OUTPUT_CAP = 4096   # an eighth of the context (vllm_agent_configs.output_cap)
 
 
 def _pins():
-    """{package: version} of the agents' CLIs as scripts/bootstrap.sh installs them."""
-    with open(os.path.join(REPO, "scripts", "bootstrap.sh"), encoding="utf-8") as fh:
+    """{package: version} of the agents' CLIs as scripts/agents.sh installs them."""
+    with open(os.path.join(REPO, "scripts", "agents.sh"), encoding="utf-8") as fh:
         text = fh.read()
     return dict(re.findall(r"(@[a-z-]+/[a-z-]+)@([0-9][0-9.]*)", text))
 
