@@ -18,15 +18,6 @@ cd "$REPO_ROOT"
 box=${CUDA_PROOF_BOX:-cuda-proof}
 WHEELHOUSE_CUDA=${WHEELHOUSE_CUDA:-$GPUHOST_CACHE/wheelhouse/cuda}
 export WHEELHOUSE_CUDA
-declare -a times=()
-timed() {
-  local label=$1 t0
-  shift
-  t0=$(date +%s)
-  step "$label"
-  "$@"
-  times+=("$(printf '%-44s %5ss' "$label" "$(( $(date +%s) - t0 ))")")
-}
 inv=$(mktemp -d)/hosts.yml
 trap 'rm -rf "$(dirname "$inv")"' EXIT
 cat >"$inv" <<EOF

@@ -10,15 +10,15 @@ cd "$REPO_ROOT"
 box=gpuhost-demo
 t0=$(date +%s)
 # Where the seconds go: each step's time, printed at the end ("name seconds" lines).
-times=$(mktemp)
+times_file=$(mktemp)
 shown=
-trap '[ -n "$shown" ] || { echo "where the seconds went (until it stopped):"; cat "$times"; }; rm -f "$times" "${side_log:-}"' EXIT
+trap '[ -n "$shown" ] || { echo "where the seconds went (until it stopped):"; cat "$times_file"; }; rm -f "$times_file" "${side_log:-}"' EXIT
 timed() {
   local name=$1 t rc=0
   shift
   t=$(date +%s)
   "$@" || rc=$?
-  printf '%-34s %4s s%s\n' "$name" "$(( $(date +%s) - t ))" "$([ $rc -eq 0 ] || echo " (FAILED rc=$rc)")" >>"$times"
+  printf '%-34s %4s s%s\n' "$name" "$(( $(date +%s) - t ))" "$([ $rc -eq 0 ] || echo " (FAILED rc=$rc)")" >>"$times_file"
   return "$rc"
 }
 timed "bootstrap (demo)" bash scripts/bootstrap.sh demo
@@ -44,7 +44,7 @@ ANSIBLE_CALLBACKS_ENABLED=ansible.posix.profile_tasks PROFILE_TASKS_TASK_OUTPUT_
 # shellcheck disable=SC2012  # newest by mtime; the report names are ours (no odd characters)
 latest=$(ls -t reports/"$box"/*.md 2>/dev/null | head -1 || true)
 step "done in $(( $(date +%s) - t0 )) s; where the seconds went:"
-cat "$times"
+cat "$times_file"
 shown=1
 if [ -n "$latest" ]; then
   echo "Verification report: $latest (JSON beside it)"

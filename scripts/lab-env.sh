@@ -32,3 +32,15 @@ export ANSIBLE_INJECT_FACT_VARS=false
 export PATH=$VENV/bin:$PATH
 export REPO_ROOT CACHE_DIR GPUHOST_CACHE LAB_STATE LAB_IMAGE VENV WHEELHOUSE_CPU WHEELHOUSE_DOUBLE WHEELHOUSE_ROUTER TINY_MODEL APT_POOL
 step() { printf '\n==> [%s] %s\n' "$(date +%H:%M:%S)" "$*"; }
+# A step of a proof script, timed: `timed LABEL CMD...` prints the step and adds "LABEL SECONDS" to the array `times`,
+# which the script prints at its end (cuda-proof.sh, upgrade-proof.sh; demo.sh keeps a file of its own, for the
+# steps it runs in the background).
+declare -a times=()
+timed() {
+  local label=$1 t0
+  shift
+  t0=$(date +%s)
+  step "$label"
+  "$@"
+  times+=("$(printf '%-58s %5ss' "$label" "$(( $(date +%s) - t0 ))")")
+}

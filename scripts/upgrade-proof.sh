@@ -21,15 +21,7 @@ box=${UPGRADE_PROOF_BOX:-upgrade-proof}
 from=${UPGRADE_FROM:-0.28.0}
 to=${UPGRADE_TO:-0.32.0}
 wheels=$GPUHOST_CACHE/wheelhouse/cpu-upgrade
-declare -a times=() verdicts=()
-timed() {
-  local label=$1 t0
-  shift
-  t0=$(date +%s)
-  step "$label"
-  "$@"
-  times+=("$(printf '%-58s %5ss' "$label" "$(( $(date +%s) - t0 ))")")
-}
+declare -a verdicts=()
 # A step that must fail (step 2) or may fail (step 3): its rc and last lines are kept, the script goes on.
 attempt() {
   local label=$1 log rc=0
