@@ -10,13 +10,6 @@ set -euo pipefail
 . "$(dirname "$0")/../scripts/lab-env.sh"
 box=${1:?usage: first_start_weights.sh BOX [--rounds N] [--rate BYTES_PER_S] [--keep] [--json]}
 shift
-dir=/var/tmp/gpuhost-bench-weights-code
-podman exec "$box" mkdir -p "$dir"
-podman cp "$REPO_ROOT/benchmarks/first_start_weights.py" "$box:$dir/first_start_weights.py"
-podman cp "$REPO_ROOT/tests/doubles/hf_hub_double.py" "$box:$dir/hf_hub_double.py"
-podman cp "$REPO_ROOT/roles/vllm_service/files/vllm_fetch_weights.py" "$box:$dir/vllm_fetch_weights.py"
 step "first start of vLLM from a hub id in $box: pre-fetched vs downloaded at start"
-status=0
-podman exec "$box" python3 "$dir/first_start_weights.py" "$@" || status=$?
-podman exec "$box" rm -rf "$dir"
-exit "$status"
+run_in_box "$box" /var/tmp/gpuhost-bench-weights-code benchmarks/first_start_weights.py tests/doubles/hf_hub_double.py \
+  roles/vllm_service/files/vllm_fetch_weights.py -- "$@"

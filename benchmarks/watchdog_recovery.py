@@ -4,8 +4,8 @@
 """The watchdog on a real server: freeze -> hung -> verdict -> serving again for the four ways a user meets a hung
 engine, the false alarms it must not raise, the slowest healthy canary under load, and the check's own cost.
 
-Run INSIDE a box converged by site.yml (benchmarks/watchdog_recovery.sh BOX copies this file in and runs it as
-root); Python standard library only (the collection's Prometheus text reader and the watchdog are imported from
+Run INSIDE a box converged by site.yml (benchmarks/watchdog_recovery.sh BOX copies this file and
+tests/integration/lab_checks.py in and runs it as root); Python standard library only (the collection's Prometheus text reader and the watchdog are imported from
 where vllm_service installed them). A measurement, not a test: nothing is asserted; it prints the figures.
 
 Freeze patterns (``--patterns``, each ``--trials`` times; the engine is frozen with SIGSTOP to every
@@ -56,6 +56,12 @@ from http.client import HTTPConnection, HTTPException
 import urllib.error
 import urllib.parse
 import urllib.request
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+# The lab checks' wait(): in the box it lies beside this file (watchdog_recovery.sh copies it), in the checkout under
+# tests/integration.
+sys.path[:0] = [HERE, os.path.join(HERE, "..", "tests", "integration")]
+from lab_checks import wait  # noqa: E402  pylint: disable=wrong-import-position
 
 SCRIPT = "/usr/local/lib/gpuhost-inference/vllm_watchdog.py"
 CONFIG = "/etc/vllm/watchdog.json"
@@ -111,15 +117,6 @@ def state(cfg):
             return json.load(fh)
     except (OSError, ValueError):
         return {}
-
-
-def wait_for(cond, timeout, step=1.0):
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        if cond():
-            return True
-        time.sleep(step)
-    return False
 
 
 def load(base, key, model, streams, tokens, stop, prompt="count: 1 2 3", timeout=600.0, unique=False):
@@ -188,7 +185,7 @@ def invocation(unit):
 
 def trial(cfg, key, args, pattern):
     base = cfg["base_url"]
-    if not wait_for(lambda: serving(base, key) and state(cfg).get("phase") == "watching", args.ready_timeout, 2.0):
+    if not wait(lambda: serving(base, key) and state(cfg).get("phase") == "watching", args.ready_timeout, 2.0):
         return {"pattern": pattern, "error": "not serving and watched within %s s" % args.ready_timeout}
     model = model_of(base, key)
     before = state(cfg).get("restarts_total", 0)
@@ -197,12 +194,12 @@ def trial(cfg, key, args, pattern):
     held = []
     if pattern == "long":
         load(base, key, model, 1, args.tokens, stop)
-        wait_for(lambda: pending(base) > 0, 30, 0.2)
+        wait(lambda: pending(base) > 0, 30, 0.2)
     elif pattern == "reader":
         held.append(open_stream(base, key, model, args.tokens))
         time.sleep(1.0)
     else:
-        wait_for(lambda: pending(base) == 0, 30, 0.2)
+        wait(lambda: pending(base) == 0, 30, 0.2)
     pids = engine_pids()
     t_freeze = time.time()
     m0 = time.monotonic()
@@ -229,7 +226,7 @@ def trial(cfg, key, args, pattern):
         if pattern == "retrying":
             return answered.is_set()
         return invocation(cfg["unit"]) not in (inv0, "") and serving(base, key, 5.0)
-    ok = wait_for(watch, args.recover_timeout, 1.0)
+    ok = wait(watch, args.recover_timeout, 1.0)
     serving_s = time.monotonic() - m0
     stop.set()
     for conn, _resp in held:
@@ -269,7 +266,7 @@ def false_alarm(cfg, key, args, kind, wd):
     watchdog's canary waited for its own answer, ``alive`` as the watchdog sends it (its wait ends when the engine's
     counters move), alternately, every 2 s."""
     base = cfg["base_url"]
-    wait_for(lambda: serving(base, key) and state(cfg).get("phase") == "watching", args.ready_timeout, 2.0)
+    wait(lambda: serving(base, key) and state(cfg).get("phase") == "watching", args.ready_timeout, 2.0)
     model = model_of(base, key)
     before = state(cfg).get("restarts_total", 0)
     stop = threading.Event()
@@ -393,7 +390,7 @@ def main(argv=None):
                           "restarts %s" % (pattern, i + 1, res.get("freeze_to_hung_s"), res.get("freeze_to_verdict_s"),
                                            res.get("freeze_to_serving_s"), res.get("restart_cost_s"), res.get("rule"),
                                            res.get("restarts_made")), flush=True)
-        wait_for(lambda: serving(cfg["base_url"], key), args.ready_timeout, 2.0)
+        wait(lambda: serving(cfg["base_url"], key), args.ready_timeout, 2.0)
         if args.cost_runs:
             out["cost"] = cost(cfg, args.cost_runs)
     finally:

@@ -4,17 +4,11 @@
 # and the check's own CPU time and memory.
 #   benchmarks/watchdog_recovery.sh BOX [--patterns retrying,long,idle,reader] [--false-alarms prefill,...]
 #                                       [--trials N] [--set KEY=VALUE] [--cost-runs N] [--json]
-# (benchmarks/watchdog_recovery.py runs inside the box; it restores the box's watchdog config at the end).
+# (benchmarks/watchdog_recovery.py runs inside the box, tests/integration/lab_checks.py beside it; it restores the box's watchdog config at the end).
 set -euo pipefail
 # shellcheck source=scripts/lab-env.sh
 . "$(dirname "$0")/../scripts/lab-env.sh"
 box=${1:?usage: watchdog_recovery.sh BOX [--patterns P,...] [--false-alarms K,...] [--trials N] [--set KEY=VALUE] [--cost-runs N] [--json]}
 shift
-dir=/var/tmp/gpuhost-bench-watchdog
-podman exec "$box" mkdir -p "$dir"
-podman cp "$REPO_ROOT/benchmarks/watchdog_recovery.py" "$box:$dir/watchdog_recovery.py"
 step "watchdog in $box: freeze -> serving again, and the check's cost"
-status=0
-podman exec "$box" python3 "$dir/watchdog_recovery.py" "$@" || status=$?
-podman exec "$box" rm -rf "$dir"
-exit "$status"
+run_in_box "$box" /var/tmp/gpuhost-bench-watchdog benchmarks/watchdog_recovery.py tests/integration/lab_checks.py -- "$@"

@@ -44,3 +44,19 @@ timed() {
   "$@"
   times+=("$(printf '%-58s %5ss' "$label" "$(( $(date +%s) - t0 ))")")
 }
+# A script run inside a lab box (the benchmarks that measure on the box): `run_in_box BOX DIR SCRIPT [FILE...] --
+# ARGS...` copies SCRIPT and every FILE (paths in the checkout) into DIR in the box, runs `python3 DIR/SCRIPT ARGS...`
+# there, removes DIR and returns the script's status.
+run_in_box() {
+  local box=$1 dir=$2 script=$3 status=0
+  shift 2
+  podman exec "$box" mkdir -p "$dir"
+  while [ $# -gt 0 ] && [ "$1" != -- ]; do
+    podman cp "$REPO_ROOT/$1" "$box:$dir/$(basename "$1")"
+    shift
+  done
+  [ $# -eq 0 ] || shift
+  podman exec "$box" python3 "$dir/$(basename "$script")" "$@" || status=$?
+  podman exec "$box" rm -rf "$dir"
+  return "$status"
+}

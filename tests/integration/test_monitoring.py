@@ -9,10 +9,12 @@ and Alertmanager (the distribution's, beside Prometheus) delivers it to a webhoo
 (the cap alert's `for: 1m`; the error alert's minute runs during it)."""
 from __future__ import annotations
 
+import functools
 import json
-import os
 import shlex
 import time
+
+from lab_checks import start_webhook_receiver, wait
 
 testinfra_hosts = ["lab-tp2"]
 
@@ -25,7 +27,6 @@ print(urllib.request.urlopen(sys.argv[1], timeout=30).read().decode())
 
 
 AM = "http://127.0.0.1:9093"
-WEBHOOK_DOUBLE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "doubles", "alert_webhook_double.py")
 WEBHOOK_UNIT = "lab-alert-webhook"
 WEBHOOK_RECORD = "/run/lab-alert-webhook.jsonl"
 # Runs in the box: switch the double's forced_tool_call_error fault on, send N streamed forced tool calls and N plain
@@ -73,13 +74,8 @@ def _alerts(host, name):
     return [a for a in alerts if a["labels"].get("alertname") == name]
 
 
-def _wait(cond, timeout, step=3.0):
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        if cond():
-            return True
-        time.sleep(step)
-    return False
+# Prometheus asked every 3 s (each ask is a python3 in the box).
+_wait = functools.partial(wait, step=3.0)
 
 
 def test_node_exporter_and_the_collector_run_hardened(host):
@@ -134,14 +130,7 @@ def test_alertmanager_runs_beside_prometheus_with_a_webhook_receiver(host):
     assert "--web.listen-address=127.0.0.1:9093" in args and "--cluster.listen-address=" in args, args
     assert host.run("amtool check-config /etc/prometheus/alertmanager.yml").rc == 0
     assert _wait(lambda: json.loads(_get(host, PROM + "/api/v1/alertmanagers"))["data"]["activeAlertmanagers"], 60)
-    host.run("systemctl stop %s" % WEBHOOK_UNIT)
-    host.run("rm -f %s" % WEBHOOK_RECORD)
-    with open(WEBHOOK_DOUBLE, encoding="utf-8") as handle:
-        source = handle.read()
-    host.check_output("systemd-run --quiet --collect --unit=%s -- python3 -c %s 127.0.0.1 19093 %s"
-                      % (WEBHOOK_UNIT, shlex.quote(source), WEBHOOK_RECORD))
-    listening = "python3 -c 'import socket; socket.create_connection((\"127.0.0.1\", 19093), 2)'"
-    assert _wait(lambda: host.run(listening).rc == 0, 30), host.run("journalctl -u %s -n 20" % WEBHOOK_UNIT).stdout
+    start_webhook_receiver(host, WEBHOOK_UNIT, WEBHOOK_RECORD)
 
 
 def test_forced_tool_calls_ending_in_an_engine_error_are_counted_as_errors(host):

@@ -16,6 +16,8 @@ import shlex
 import time
 import urllib.parse
 
+from lab_checks import start_webhook_receiver, wait
+
 PROM = "http://127.0.0.1:9090"
 STATE = "/var/lib/vllm-watchdog/state.json"
 DASHBOARDS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..", "roles", "fleet_prometheus",
@@ -67,8 +69,6 @@ while time.time() < end:
 RECORDER_UNIT = "e2e-monitoring-alerts"
 RECORD = "/run/e2e-monitoring-alerts.jsonl"
 # The stand-in for a chat or paging webhook (issue 45.5) that the box's Alertmanager sends to (host_vars: 127.0.0.1:19093).
-WEBHOOK_DOUBLE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..", "tests", "doubles",
-                              "alert_webhook_double.py")
 WEBHOOK_UNIT = "e2e-alert-webhook"
 WEBHOOK_RECORD = "/run/e2e-alert-webhook.jsonl"
 
@@ -94,15 +94,6 @@ def _queries(host, exprs):
             "print(json.dumps(out))\n")
     command = "python3 -c %s %s %s" % (shlex.quote(code), shlex.quote(json.dumps(exprs)), shlex.quote(PROM))
     return json.loads(host.check_output(command))
-
-
-def _wait(cond, timeout, step=2.0):
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        if cond():
-            return True
-        time.sleep(step)
-    return False
 
 
 def _panels():
@@ -138,7 +129,7 @@ def test_every_target_is_up(host):
         return {t["labels"]["job"] for t in targets if t["health"] == "up"} >= {"vllm", "node", "prometheus"} and \
             all(t["health"] == "up" for t in targets)
 
-    assert _wait(all_up, 90), json.dumps(_get(host, "/api/v1/targets")["data"]["activeTargets"], indent=1)[-3000:]
+    assert wait(all_up, 90), json.dumps(_get(host, "/api/v1/targets")["data"]["activeTargets"], indent=1)[-3000:]
     vllm = _query(host, 'up{job="vllm"}')
     assert [r["metric"].get("box") for r in vllm] == [_box(host)] and vllm[0]["metric"].get("profile") == "lab", vllm
 
@@ -195,7 +186,7 @@ def test_the_alert_recorder_runs(host):
     host.run("rm -f %s" % RECORD)
     host.check_output("systemd-run --quiet --collect --unit=%s -- python3 -c %s %s %s %s"
                       % (RECORDER_UNIT, shlex.quote(RECORDER), PROM, STATE, RECORD))
-    assert _wait(lambda: host.run("test -s %s" % RECORD).rc == 0, 30), host.run("journalctl -u %s -n 20" % RECORDER_UNIT).stdout
+    assert wait(lambda: host.run("test -s %s" % RECORD).rc == 0, 30), host.run("journalctl -u %s -n 20" % RECORDER_UNIT).stdout
 
 
 def test_alertmanager_and_the_webhook_receiver_run(host):
@@ -205,12 +196,5 @@ def test_alertmanager_and_the_webhook_receiver_run(host):
     assert host.service("prometheus-alertmanager").is_running
     args = host.check_output("cat /etc/default/prometheus-alertmanager")
     assert "--web.listen-address=127.0.0.1:9093" in args and "--cluster.listen-address=" in args, args
-    assert _wait(lambda: _get(host, "/api/v1/alertmanagers")["data"]["activeAlertmanagers"], 60)
-    host.run("systemctl stop %s" % WEBHOOK_UNIT)
-    host.run("rm -f %s" % WEBHOOK_RECORD)
-    with open(WEBHOOK_DOUBLE, encoding="utf-8") as handle:
-        source = handle.read()
-    host.check_output("systemd-run --quiet --collect --unit=%s -- python3 -c %s 127.0.0.1 19093 %s"
-                      % (WEBHOOK_UNIT, shlex.quote(source), WEBHOOK_RECORD))
-    listening = "python3 -c 'import socket; socket.create_connection((\"127.0.0.1\", 19093), 2)'"
-    assert _wait(lambda: host.run(listening).rc == 0, 30), host.run("journalctl -u %s -n 20" % WEBHOOK_UNIT).stdout
+    assert wait(lambda: _get(host, "/api/v1/alertmanagers")["data"]["activeAlertmanagers"], 60)
+    start_webhook_receiver(host, WEBHOOK_UNIT, WEBHOOK_RECORD)

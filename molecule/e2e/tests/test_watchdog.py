@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import json
 import shlex
-import time
+
+from lab_checks import wait
 
 STATE = "/var/lib/vllm-watchdog/state.json"
 CONFIG = "/etc/vllm/watchdog.json"
@@ -136,15 +137,6 @@ def _state(host):
     return json.loads(out.stdout) if out.rc == 0 else {}
 
 
-def _wait(cond, timeout, step=2.0):
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        if cond():
-            return True
-        time.sleep(step)
-    return False
-
-
 def _journal(host, unit="vllm-watchdog"):
     return host.run("journalctl -u %s --no-pager -o cat -n 60" % unit).stdout
 
@@ -169,7 +161,7 @@ def test_the_report_has_the_watchdog_section(host):
 
 
 def test_no_restart_under_sustained_heavy_load(host):
-    assert _wait(lambda: _state(host).get("phase") == "watching", STARTUP_BUDGET_S), _state(host)
+    assert wait(lambda: _state(host).get("phase") == "watching", STARTUP_BUDGET_S), _state(host)
     before = _state(host).get("restarts_total", 0)
     inv = host.check_output("systemctl show -p InvocationID --value vllm.service").strip()
     # beside the load, clients that disconnect mid-stream (a transient unit: a process left in the background of
@@ -187,7 +179,7 @@ def test_no_restart_under_sustained_heavy_load(host):
 
 def test_a_frozen_engine_is_restarted_and_serves_a_retrying_client_again(host):
     cfg = json.loads(host.check_output("cat %s" % CONFIG))
-    assert _wait(lambda: _state(host).get("phase") == "watching", STARTUP_BUDGET_S), _state(host)
+    assert wait(lambda: _state(host).get("phase") == "watching", STARTUP_BUDGET_S), _state(host)
     before = _state(host).get("restarts_total", 0)
     inv = host.check_output("systemctl show -p InvocationID --value vllm.service").strip()
     # issue 32's pattern a: frozen while idle, then a client that retries with a timeout shorter than
@@ -202,7 +194,7 @@ def test_a_frozen_engine_is_restarted_and_serves_a_retrying_client_again(host):
     host.check_output("systemd-run --quiet --collect --unit=e2e-watchdog-retry -- python3 -c %s %d"
                       % (shlex.quote(RETRY), budget))
     try:
-        _wait(lambda: host.run("test -s /run/e2e-retry.json").rc == 0, budget + 15, 2.0)
+        wait(lambda: host.run("test -s /run/e2e-retry.json").rc == 0, budget + 15, 2.0)
     finally:
         host.run("kill -CONT %s" % " ".join(map(str, pids)))  # if nothing restarted it, do not leave it frozen
     retry = json.loads(host.run("cat /run/e2e-retry.json").stdout or "{}")
