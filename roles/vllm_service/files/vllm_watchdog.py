@@ -237,6 +237,38 @@ def _moved(before, after):
     return any(before.get(name) != after.get(name) for name in set(before) | set(after))
 
 
+# The canaries' one judgement, each with its rule as data: which answers count as a failure (by HTTP status; 0 is
+# a timeout or no answer) and its name in the notes. The plain canary (silent, unserved, stalled): every answer but a
+# refusal (4xx proves nothing); the forced tool call canary (structured): only an engine error (5xx; a refusal, a
+# timeout or no answer prove nothing here: the plain canary and the other rules judge an engine that does not
+# answer). A canary NAME keeps its state in NAME_fails, last_NAME_at and last_NAME; NAME_failures failures in a row
+# (the settings) are its verdict.
+CANARY_RULES = {
+    "canary": {"called": "the canary", "counts": lambda status: not 400 <= status < 500},
+    "tool_canary": {"called": "the forced tool call canary", "counts": lambda status: 500 <= status < 600},
+}
+
+
+def _judge_canary(st, cfg, name, answer, now, wall):
+    """Record canary NAME's answer in the state and count it by its rule -> (outcome, level, note): outcome
+    "answered" (the note is the caller's), "not counted", "failed" (fewer than NAME_failures in a row) or "verdict"."""
+    rule = CANARY_RULES[name]
+    fails = name + "_fails"
+    st["last_%s_at" % name] = now
+    st["last_" + name] = dict(answer, at=wall)
+    status = answer.get("status") or 0
+    if answer.get("ok"):
+        st[fails] = 0
+        return "answered", "notice", None
+    if not rule["counts"](status):
+        return "not counted", "notice", "%s got %s (%s): it proves nothing, not counted" % (
+            rule["called"], status or "no answer", answer.get("error"))
+    st[fails] = int(st.get(fails) or 0) + 1
+    note = "%s failed %d time(s) in a row (need %d): %s" % (
+        rule["called"], st[fails], cfg[name + "_failures"], answer.get("error") or status)
+    return ("verdict" if st[fails] >= int(cfg[name + "_failures"]) else "failed"), "warning", note
+
+
 def judge(state, sample, settings):
     """One check: (the previous state, what this check saw, the settings) -> (new state, decision).
 
@@ -353,12 +385,8 @@ def judge(state, sample, settings):
                     "api_in_flight": metrics.get("api_in_flight"), "api_arrived": arrived, "counters": counters,
                     "unmoved_s": round(unmoved, 1), "unchanged_since": round(wall - unmoved, 3)}
         if canary is not None:
-            st["last_canary_at"] = now
-            st["last_canary"] = dict(canary, at=wall)
-            status = canary.get("status") or 0
-            level = "notice"
-            if canary.get("ok"):
-                st["canary_fails"] = 0
+            outcome, level, note = _judge_canary(st, cfg, "canary", canary, now, wall)
+            if outcome == "answered":
                 st["last_activity"] = now
                 note = ("the canary was answered in %s s" % canary.get("seconds") if canary.get("by") != "progress" else
                         "the engine moved %s s after the canary went: alive" % canary.get("seconds"))
@@ -369,40 +397,20 @@ def judge(state, sample, settings):
                     st["hung_since"] = None
                     st["hung"] = False
                     note += " (owed %s, unmoved %.0f s: not hung)" % (owed, unmoved)
-            elif 400 <= status < 500:
-                note = "the canary was refused with %s (%s): it proves nothing, not counted" % (
-                    status, canary.get("error"))
-            else:
-                level = "warning"
-                st["canary_fails"] = int(st.get("canary_fails", 0)) + 1
-                note = "the canary failed %d time(s) in a row (need %d): %s" % (
-                    st["canary_fails"], cfg["canary_failures"], canary.get("error") or status)
-                if st["canary_fails"] < int(cfg["canary_failures"]):
-                    action = "canary"   # the next one at once (the caller looks again first)
-                else:
-                    rule = ("stalled" if pending > 0 else "unserved") if hung else "silent"
-                    verdict = dict(evidence, rule=rule, canary_failures=st["canary_fails"], canary=canary,
-                                   canary_timeout_s=cfg["canary_timeout"], owed=owed,
-                                   quiet_s=round(now - st["last_activity"], 1))
+            elif outcome == "failed":
+                action = "canary"   # the next one at once (the caller looks again first)
+            elif outcome == "verdict":
+                rule = ("stalled" if pending > 0 else "unserved") if hung else "silent"
+                verdict = dict(evidence, rule=rule, canary_failures=st["canary_fails"], canary=canary,
+                               canary_timeout_s=cfg["canary_timeout"], owed=owed,
+                               quiet_s=round(now - st["last_activity"], 1))
         elif tool is not None:
-            st["last_tool_canary_at"] = now
-            st["last_tool_canary"] = dict(tool, at=wall)
-            status = tool.get("status") or 0
-            level = "notice"
-            if tool.get("ok"):
-                st["tool_canary_fails"] = 0
+            outcome, level, note = _judge_canary(st, cfg, "tool_canary", tool, now, wall)
+            if outcome == "answered":
                 note = "the forced tool call canary was answered in %s s" % tool.get("seconds")
-            elif 500 <= status < 600:
-                level = "warning"
-                st["tool_canary_fails"] = tool_fails + 1
-                note = "the forced tool call canary failed %d time(s) in a row (need %d): %s" % (
-                    st["tool_canary_fails"], cfg["tool_canary_failures"], tool.get("error") or status)
-                if st["tool_canary_fails"] >= int(cfg["tool_canary_failures"]):
-                    verdict = dict(evidence, rule="structured", tool_canary_failures=st["tool_canary_fails"],
-                                   tool_canary=tool, owed=owed)
-            else:
-                note = "the forced tool call canary got %s (%s): it proves nothing, not counted" % (
-                    status or "no answer", tool.get("error"))
+            elif outcome == "verdict":
+                verdict = dict(evidence, rule="structured", tool_canary_failures=st["tool_canary_fails"],
+                               tool_canary=tool, owed=owed)
         elif pending > 0 and still >= float(cfg["stall_seconds"]):
             # the backstop without a canary (one refused, say): work pending and nothing moved for stall_seconds
             note = "%d pending, progress %.0f s ago" % (pending, still)
