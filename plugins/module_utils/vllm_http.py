@@ -217,6 +217,14 @@ def _need_aiohttp():
                           "module with the venv's python)\n%s" % AIOHTTP_IMPORT_ERROR, "connection")
 
 
+# The options of a module that sends requests to one server, as Endpoint takes them (documented once: the doc
+# fragment gpuhost.inference.vllm_server).
+SERVER_ARGUMENT_SPEC = {
+    "base_url": {"type": "str", "required": True},
+    "api_key": {"type": "str", "no_log": True},
+}
+
+
 class Endpoint:
     """A vLLM server: ``base_url`` (http or https, with or without a path prefix) and an API key.
     ``context``: an ssl.SSLContext for https (default: the system's trust store)."""

@@ -41,6 +41,7 @@ author:
   - gpuhost.inference maintainers (@gpuhost)
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
+  - gpuhost.inference.vllm_server
 requirements:
   - openai (the Python SDK; a dependency of vLLM, in the vLLM venv)
   - anthropic (the Python SDK, for O(surface=messages); a dependency of vLLM)
@@ -52,15 +53,6 @@ options:
     type: str
     choices: [chat, responses, messages]
     default: chat
-  base_url:
-    description:
-      - The server's address, C(http://HOST:PORT) or C(https://HOST:PORT) (an optional path prefix is kept).
-    type: str
-    required: true
-  api_key:
-    description:
-      - "Sent as C(Authorization: Bearer API_KEY) (vLLM's C(--api-key))."
-    type: str
   model:
     description:
       - The served model name to request.
@@ -295,15 +287,14 @@ import sys
 from ansible.module_utils.basic import AnsibleModule, missing_required_lib
 
 from ansible_collections.gpuhost.inference.plugins.module_utils.vllm_agent_surfaces import SDK, run_surface, surface_problems
-from ansible_collections.gpuhost.inference.plugins.module_utils.vllm_http import AIOHTTP_IMPORT_ERROR, HAS_AIOHTTP, ClientError, Endpoint
+from ansible_collections.gpuhost.inference.plugins.module_utils.vllm_http import AIOHTTP_IMPORT_ERROR, HAS_AIOHTTP, SERVER_ARGUMENT_SPEC, ClientError, Endpoint
 
 
 def main():
     module = AnsibleModule(
         argument_spec=dict(
+            SERVER_ARGUMENT_SPEC,
             surface=dict(type="str", default="chat", choices=["chat", "responses", "messages"]),
-            base_url=dict(type="str", required=True),
-            api_key=dict(type="str", no_log=True),
             model=dict(type="str", required=True),
             sessions=dict(type="int", default=4),
             turns=dict(type="int", default=4),

@@ -48,16 +48,8 @@ author:
   - gpuhost.inference maintainers (@gpuhost)
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
+  - gpuhost.inference.vllm_server
 options:
-  base_url:
-    description:
-      - The server's address, C(http://HOST:PORT) or C(https://HOST:PORT) (an optional path prefix is kept).
-    type: str
-    required: true
-  api_key:
-    description:
-      - "Sent as C(Authorization: Bearer API_KEY) (vLLM's C(--api-key))."
-    type: str
   model:
     description:
       - The served model name to request. When omitted, the first model that C(/v1/models) lists.
@@ -438,7 +430,7 @@ import uuid
 from ansible.module_utils.basic import AnsibleModule, missing_required_lib
 from ansible_collections.gpuhost.inference.plugins.module_utils.nvidia_power_sampler import LevelPower, power_draw_field
 from ansible_collections.gpuhost.inference.plugins.module_utils.nvidia_smi import NvidiaSmi, NvidiaSmiError, power_source
-from ansible_collections.gpuhost.inference.plugins.module_utils.vllm_http import AIOHTTP_IMPORT_ERROR, HAS_AIOHTTP, ClientError, Endpoint
+from ansible_collections.gpuhost.inference.plugins.module_utils.vllm_http import AIOHTTP_IMPORT_ERROR, HAS_AIOHTTP, SERVER_ARGUMENT_SPEC, ClientError, Endpoint
 from ansible_collections.gpuhost.inference.plugins.module_utils.vllm_load import context_probe, run_level, run_soak
 from ansible_collections.gpuhost.inference.plugins.module_utils.vllm_stats import load_window
 
@@ -539,8 +531,7 @@ def _validate(module, p):
 def main():
     module = AnsibleModule(
         argument_spec=dict(
-            base_url=dict(type="str", required=True),
-            api_key=dict(type="str", no_log=True),
+            SERVER_ARGUMENT_SPEC,
             model=dict(type="str"),
             concurrency=dict(type="list", elements="int", default=[1, 2, 4, 8]),
             rounds=dict(type="int", default=1),
