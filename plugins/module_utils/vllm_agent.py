@@ -293,32 +293,71 @@ def _judge_forced(rec, choice):
     return True, "%s(%s)" % (call["name"], ", ".join(sorted(args)))
 
 
+def choice_label(choice):
+    """'auto', 'required', 'any' or 'function:NAME' / 'tool:NAME' for the report (a tool choice in any surface's
+    words: chat's, the Responses API's, the Messages API's)."""
+    if choice is None:
+        return "auto"
+    if isinstance(choice, str):
+        return choice
+    if choice.get("type") == "any":
+        return "any"
+    name = choice.get("name") or (choice.get("function") or {}).get("name")
+    return "%s:%s" % ("tool" if choice.get("type") == "tool" else "function", name)
+
+
+def user_text(conf, idx, n):
+    """Session ``idx``'s n-th user message (0-based); the first one starts with the run and the session, so that
+    sessions share only the system prompt."""
+    text = _USER_TURNS[n % len(_USER_TURNS)].format(s=idx)
+    return "[%s/%d] %s" % (conf["run_id"], idx, text) if n == 0 else text
+
+
+class SessionLog:
+    """What one session reports, on every surface: its turns' records and the verdict on its forced tool call
+    (``judge(rec, choice) -> (ok, detail)``, the surface's judgement)."""
+
+    def __init__(self, idx, conf, judge):
+        self.idx = idx
+        self.conf = conf
+        self.judge = judge
+        self.turns = []
+        self.forced = None
+
+    def add(self, rec, turn, choice):
+        """Record turn ``turn`` (0-based), sent with tool choice ``choice`` (None: auto; else the forced turn) ->
+        whether the session goes on (it stops at the first error)."""
+        rec.update({"session": self.idx, "turn": turn + 1, "tool_choice": choice_label(choice)})
+        if choice is not None:
+            ok, detail = self.judge(rec, choice)
+            self.forced = {"session": self.idx, "turn": turn + 1, "tool_choice": rec["tool_choice"], "ok": ok,
+                           "detail": detail}
+        self.turns.append(rec)
+        return rec["error"] is None
+
+    def result(self):
+        forced = self.forced
+        if forced is None and self.conf["tool_turn"] < self.conf["turns"]:
+            forced = {"session": self.idx, "turn": self.conf["tool_turn"] + 1, "tool_choice": "", "ok": False,
+                      "detail": "the session ended before its forced tool-call turn"}
+        return {"turns": self.turns, "forced": forced}
+
+
 def _session(client, openai, idx, conf, system, out):
     """One agent session: turns in order, the history resent each time; stops at the first error."""
     messages = [{"role": "system", "content": system}]
-    turns = []
-    forced = None
+    log = SessionLog(idx, conf, _judge_forced)
     next_user = 0
     for turn in range(conf["turns"]):
         if turn == 0 or messages[-1]["role"] != "tool":
-            text = _USER_TURNS[next_user % len(_USER_TURNS)].format(s=idx)
-            if turn == 0:
-                text = "[%s/%d] %s" % (conf["run_id"], idx, text)  # unique: sessions share only the system prompt
-            messages.append({"role": "user", "content": text})
+            messages.append({"role": "user", "content": user_text(conf, idx, next_user)})
             next_user += 1
         choice = _forced_choice(idx) if turn == conf["tool_turn"] else None
         sampling = {"temperature": conf["temperature"], "top_p": conf["top_p"], "seed": conf["seed"] + idx * 100 + turn}
         rec = _turn(client, openai, conf["model"], list(messages),
                     conf["tool_max_tokens"] if choice is not None else conf["max_tokens"], sampling, choice,
                     conf["request_timeout"])
-        rec.update({"session": idx, "turn": turn + 1,
-                    "tool_choice": ("auto" if choice is None else choice if isinstance(choice, str)
-                                    else "function:" + choice["function"]["name"])})
-        if choice is not None:
-            ok, detail = _judge_forced(rec, choice)
-            forced = {"session": idx, "turn": turn + 1, "tool_choice": rec["tool_choice"], "ok": ok, "detail": detail}
-        turns.append(rec)
-        if rec["error"] is not None:
+        if not log.add(rec, turn, choice):
             break
         # The history an agent keeps: its reply, and the result of every tool it called (a call whose
         # arguments do not parse is kept with {} and answered with an error, as agents answer it).
@@ -336,10 +375,7 @@ def _session(client, openai, idx, conf, system, out):
                             "content": _TOOL_RESULT if valid else "error: the arguments were not a JSON object"})
         messages.append(reply)
         messages.extend(results)
-    if forced is None and conf["tool_turn"] < conf["turns"]:
-        forced = {"session": idx, "turn": conf["tool_turn"] + 1, "tool_choice": "", "ok": False,
-                  "detail": "the session ended before its forced tool-call turn"}
-    out[idx] = {"turns": turns, "forced": forced}
+    out[idx] = log.result()
 
 
 def run_agent(openai, base_url, model, api_key=None, sessions=4, turns=4, max_tokens=128, system_tokens=1500,

@@ -73,18 +73,6 @@ def forced_choice(surface, session):
     return "required" if session % 2 == 0 else {"type": "function", "function": {"name": "read_file"}}
 
 
-def choice_label(choice):
-    """'auto', 'required', 'any' or 'function:NAME' / 'tool:NAME' for the report."""
-    if choice is None:
-        return "auto"
-    if isinstance(choice, str):
-        return choice
-    if choice.get("type") == "any":
-        return "any"
-    name = choice.get("name") or (choice.get("function") or {}).get("name")
-    return "%s:%s" % ("tool" if choice.get("type") == "tool" else "function", name)
-
-
 def judge_forced(rec, choice):
     """vllm_agent's judgement of a forced call, with the surface's choice turned into chat's words."""
     named = None
@@ -238,24 +226,18 @@ def messages_turn(client, sdk, model, system, messages, max_tokens, sampling, to
     return rec
 
 
-def _user_text(conf, idx, n):
-    text = va._USER_TURNS[n % len(va._USER_TURNS)].format(s=idx)  # pylint: disable=protected-access
-    return "[%s/%d] %s" % (conf["run_id"], idx, text) if n == 0 else text
-
-
 def _session(surface, client, sdk, idx, conf, system, out):
     """One agent session on a Responses or Messages surface: the history resent each turn (store=false /
     no server state), the forced turn's calls answered with their results; stops at the first error."""
     history = []
-    turns = []
-    forced = None
+    log = va.SessionLog(idx, conf, judge_forced)
     next_user = 0
     pending_results = False
     betas = ["interleaved-thinking-2025-05-14", "fine-grained-tool-streaming-2025-05-14"]
     system_blocks = [{"type": "text", "text": system, "cache_control": {"type": "ephemeral"}}]
     for turn in range(conf["turns"]):
         if not pending_results:
-            text = _user_text(conf, idx, next_user)
+            text = va.user_text(conf, idx, next_user)
             next_user += 1
             if surface == "responses":
                 if turn == 0:
@@ -272,22 +254,14 @@ def _session(surface, client, sdk, idx, conf, system, out):
         else:
             rec = messages_turn(client, sdk, conf["model"], system_blocks, list(history), tokens, sampling, choice,
                                 conf["request_timeout"], betas)
-        rec.update({"session": idx, "turn": turn + 1, "tool_choice": choice_label(choice)})
-        if choice is not None:
-            ok, detail = judge_forced(rec, choice)
-            forced = {"session": idx, "turn": turn + 1, "tool_choice": rec["tool_choice"], "ok": ok, "detail": detail}
-        turns.append(rec)
-        if rec["error"] is not None:
+        if not log.add(rec, turn, choice):
             break
         pending_results = bool(rec["tool_calls"])
         if surface == "responses":
             _feed_responses(history, rec, idx, turn)
         else:
             _feed_messages(history, rec, idx, turn)
-    if forced is None and conf["tool_turn"] < conf["turns"]:
-        forced = {"session": idx, "turn": conf["tool_turn"] + 1, "tool_choice": "", "ok": False,
-                  "detail": "the session ended before its forced tool-call turn"}
-    out[idx] = {"turns": turns, "forced": forced}
+    out[idx] = log.result()
 
 
 def _feed_responses(history, rec, idx, turn):
@@ -394,7 +368,7 @@ def count_tokens_probe(client, model, system, conf):
     try:
         got = client.beta.messages.count_tokens(
             model=model, system=[{"type": "text", "text": system, "cache_control": {"type": "ephemeral"}}],
-            tools=messages_tools(), messages=[{"role": "user", "content": _user_text(conf, 0, 0)}],
+            tools=messages_tools(), messages=[{"role": "user", "content": va.user_text(conf, 0, 0)}],
             betas=["token-counting-2024-11-01"])
         return {"input_tokens": _field(got, "input_tokens"), "error": None}
     except Exception as exc:  # pylint: disable=broad-except  # reported, fails the surface

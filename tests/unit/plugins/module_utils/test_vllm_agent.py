@@ -101,6 +101,28 @@ def test_judge_forced(rec, choice, ok, detail):
     assert detail in got_detail
 
 
+SESSIONS = load_cases("vllm_agent_session_cases.yaml", "sessions")
+
+
+@pytest.mark.parametrize("case", SESSIONS, ids=case_ids(SESSIONS))
+def test_session_log_records_the_turns_and_judges_the_forced_one(case):
+    log = va.SessionLog(1, {"turns": case["turns"], "tool_turn": case["tool_turn"]}, va._judge_forced)  # pylint: disable=protected-access
+    sent = [_rec(error=turn.get("error"), message="boom" if turn.get("error") else None,
+                 tool_calls=turn.get("tool_calls", [])) for turn in case["sent"]]
+    goes_on = [log.add(rec, n, turn["choice"]) for n, (rec, turn) in enumerate(zip(sent, case["sent"]))]
+    result = log.result()
+    want = case["expect"]
+    assert goes_on == want["goes_on"]
+    assert [t["tool_choice"] for t in result["turns"]] == want["labels"]
+    assert [(t["session"], t["turn"]) for t in result["turns"]] == [(1, n + 1) for n in range(len(sent))]
+    if want["forced"] is None:
+        assert result["forced"] is None
+    else:
+        forced = dict(result["forced"])
+        assert want["forced"]["detail"] in forced.pop("detail"), result["forced"]
+        assert forced == dict({"session": 1}, **{k: v for k, v in want["forced"].items() if k != "detail"})
+
+
 def _turn(session, turn, ttft, error=None, prompt=100):
     return {"session": session, "turn": turn, "ttft_s": ttft, "error": error, "message": "boom" if error else None,
             "prompt_tokens": prompt, "completion_tokens": 10, "reasoning_chars": 0}

@@ -12,6 +12,7 @@ import os
 
 import pytest
 
+from ansible_collections.gpuhost.inference.plugins.module_utils import vllm_agent as va
 from ansible_collections.gpuhost.inference.plugins.module_utils import vllm_agent_surfaces as vs
 from ansible_collections.gpuhost.inference.tests.doubles.http_double import HttpDouble, JsonHandler
 from ansible_collections.gpuhost.inference.tests.unit.paths import FIXTURES, case_ids, load_cases
@@ -161,7 +162,7 @@ def test_surface_problems(case):
     ("responses", 1, "function:read_file"), ("messages", 0, "any"), ("messages", 1, "tool:read_file"),
 ])
 def test_forced_choice_in_each_surfaces_words(surface, session, label):
-    assert vs.choice_label(vs.forced_choice(surface, session)) == label
+    assert va.choice_label(vs.forced_choice(surface, session)) == label
 
 
 def test_run_surface_refuses_an_unknown_surface():
