@@ -16,6 +16,7 @@ Standard library only: the filters (controller) and the module gpuhost_host_clai
 from __future__ import annotations
 
 import ipaddress
+import json
 import re
 from collections.abc import Mapping
 
@@ -90,7 +91,7 @@ def owned_path_errors(values, allow_empty=()):
                 errors.append("%s must be set (it is empty)" % name)
             continue
         if (not PATH_RE.fullmatch(value) or ".." in value.split("/")) and value.strip("/"):
-            errors.append("%s must be %s, got %s" % (name, PATH_FORM, show_str(value)))
+            errors.append("%s must be %s, got %s" % (name, PATH_FORM, show(value)))
             continue
         reason = system_path_reason(normal_path(value))
         if reason:
@@ -299,11 +300,33 @@ def unit_of_cgroup(text):
 
 
 # ---------------------------------------------------------------------------------------------------------------
-# Secrets
+# How messages show a value, and a secret
 
-def show_str(value):
-    """A string as a message shows it: quoted, its escapes visible."""
-    return '"%s"' % value.encode("unicode_escape").decode("ascii").replace('"', '\\"')
+def plain(value):
+    """Tagged builtins (ansible-core 2.19) and nested containers as plain Python values."""
+    if isinstance(value, bool) or value is None:
+        return value
+    if isinstance(value, int):
+        return int(value)
+    if isinstance(value, float):
+        return float(value)
+    if isinstance(value, str):
+        return str(value)
+    if isinstance(value, Mapping):
+        return {plain(k): plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [plain(v) for v in value]
+    return value
+
+
+def show(value):
+    """A value as every message of the collection shows it (the one renderer: these checks, gpuhost_values' and the
+    filters'): JSON (a string quoted with its escapes visible - \\r, \\u2028 -, a number, a list, a mapping as an
+    operator writes them), else its repr. Never for a secret (redacted)."""
+    try:
+        return json.dumps(plain(value))
+    except (TypeError, ValueError):
+        return repr(value)
 
 
 def redacted(value):

@@ -16,13 +16,12 @@ from __future__ import annotations
 
 import functools
 import ipaddress
-import json
 import os
 from collections.abc import Mapping
 
 from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
 
-from ansible_collections.gpuhost.inference.plugins.module_utils.gpuhost_invariants import redacted
+from ansible_collections.gpuhost.inference.plugins.module_utils.gpuhost_invariants import plain, redacted, show
 
 # bool before int: a bool is an int to isinstance.
 _KINDS = ((bool, "bool"), (int, "int"), (float, "float"), (str, "str"), (Mapping, "dict"), (list, "list"),
@@ -154,32 +153,6 @@ def option_spec(name, roles_dir=ROLES_DIR):
     return _role_options(role, os.path.abspath(roles_dir)).get(str(name))
 
 
-def _plain(value):
-    """Tagged builtins (ansible-core 2.19) and nested containers as plain Python values."""
-    if isinstance(value, bool) or value is None:
-        return value
-    if isinstance(value, int):
-        return int(value)
-    if isinstance(value, float):
-        return float(value)
-    if isinstance(value, str):
-        return str(value)
-    if isinstance(value, Mapping):
-        return {_plain(k): _plain(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_plain(v) for v in value]
-    return value
-
-
-def show(value):
-    """A value as every message of the collection shows it: JSON (a string quoted with its escapes visible - \\r,
-    \\u2028 -, a number, a list, a mapping as an operator writes them), else its repr. Never for a secret."""
-    try:
-        return json.dumps(_plain(value))
-    except (TypeError, ValueError):
-        return repr(value)
-
-
 def form(spec):
     """The accepted forms of an option, for messages and docs."""
     kind = spec.get("type", "raw")
@@ -222,7 +195,7 @@ def check(name, value, spec=None, roles_dir=ROLES_DIR):
         return value, "%s must be %s, got %s" % (name, form(spec), shown)
     if kind == "dict" and isinstance(value, str):
         return value, "%s must be %s, got %s" % (name, form(spec).replace("NAME", str(name)), shown)
-    result = ArgumentSpecValidator({"x": one}).validate({"x": _plain(value)})
+    result = ArgumentSpecValidator({"x": one}).validate({"x": plain(value)})
     if result.error_messages:
         return value, "%s must be %s, got %s" % (name, form(spec).replace("NAME", str(name)), shown)
     return result.validated_parameters["x"], None
