@@ -26,6 +26,17 @@ def load_cases(name, key=None, directory=DATA):
     return cases[key] if key is not None else cases
 
 
+def read_fixture(*parts):
+    """The text of a capture under tests/fixtures/ (``read_fixture("vllm-0.28.0", "startup.log")``)."""
+    with open(os.path.join(FIXTURES, *parts), encoding="utf-8") as handle:
+        return handle.read()
+
+
+def case_text(case):
+    """A case's input text: the capture its ``file`` names (under tests/fixtures/), else its inline ``text``."""
+    return read_fixture(case["file"]) if "file" in case else case.get("text")
+
+
 def case_ids(cases):
     """pytest ids of a list of YAML cases: their `id` keys."""
     return [case["id"] for case in cases]

@@ -18,18 +18,16 @@ import time
 
 import pytest
 
-from ansible_collections.gpuhost.inference.tests.unit.paths import FIXTURES as ALL_FIXTURES
+from ansible_collections.gpuhost.inference.tests.unit.paths import FIXTURES as ALL_FIXTURES, read_fixture
 from ansible_collections.gpuhost.inference.tests.unit.paths import SMI_MOCK as MOCK
 
-FIXTURES = os.path.join(ALL_FIXTURES, "nvidia-smi", "h200-580.159.04")
 LIVE_FIELDS = ("power.draw", "power.draw.average", "power.draw.instant", "timestamp")
 H200_BUS = "00000000:00:06.0"
 RTX_BUS = ("00000000:01:00.0", "00000000:02:00.0")
 
 
 def fixture(name):
-    with open(os.path.join(FIXTURES, name), encoding="utf-8") as handle:
-        return handle.read()
+    return read_fixture("nvidia-smi", "h200-580.159.04", name)
 
 
 def load_mock_module():

@@ -21,10 +21,9 @@ import yaml
 
 from ansible_collections.gpuhost.inference.plugins.module_utils import prometheus_text
 from ansible_collections.gpuhost.inference.tests.unit.paths import DATA, VLLM_DOUBLE_SRC as SRC
-from ansible_collections.gpuhost.inference.tests.unit.paths import FIXTURES as ALL_FIXTURES
+from ansible_collections.gpuhost.inference.tests.unit.paths import read_fixture
 from ansible_collections.gpuhost.inference.tests.unit.ports import free_port
 
-FIXTURES = os.path.join(ALL_FIXTURES, "vllm-0.28.0")
 CASES = yaml.safe_load(open(os.path.join(DATA, "vllm_double.yaml"), encoding="utf-8"))
 KV_LINE = re.compile(r"GPU KV cache size: ([\d,]+) tokens, Maximum concurrency for ([\d,]+) "
                      r"tokens per request: ([\d.]+)x")
@@ -37,8 +36,7 @@ from vllm._double import server as dserver  # noqa: E402
 
 
 def fixture(name):
-    with open(os.path.join(FIXTURES, name), encoding="utf-8") as handle:
-        return handle.read()
+    return read_fixture("vllm-0.28.0", name)
 
 
 # ------------------------------------------------------------------ in-process: arguments

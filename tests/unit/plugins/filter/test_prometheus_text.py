@@ -3,7 +3,6 @@ prometheus_text.py over plugins/module_utils/prometheus_text.py). Data-driven: t
 tests/unit/data/prometheus_text_cases.yaml, over the real vLLM 0.28.0 captures of tests/fixtures/vllm-0.28.0/."""
 from __future__ import annotations
 
-import os
 import re
 
 import pytest
@@ -11,22 +10,15 @@ import pytest
 from ansible.errors import AnsibleFilterError
 
 from ansible_collections.gpuhost.inference.plugins.filter import prometheus_text as pt_filter
-from ansible_collections.gpuhost.inference.tests.unit.paths import FIXTURES, case_ids, load_cases
+from ansible_collections.gpuhost.inference.tests.unit.paths import case_ids, case_text, load_cases
 
 FILTERS = load_cases("prometheus_text_cases.yaml", "filters")
-
-
-def _text(case):
-    if "file" in case:
-        with open(os.path.join(FIXTURES, case["file"]), encoding="utf-8") as fh:
-            return fh.read()
-    return case.get("text")
 
 
 @pytest.mark.parametrize("case", FILTERS, ids=case_ids(FILTERS))
 def test_filters(case):
     filters = pt_filter.FilterModule().filters()
-    text = case["input"] if "input" in case else _text(case)
+    text = case["input"] if "input" in case else case_text(case)
     if "error" in case:
         with pytest.raises(AnsibleFilterError, match=re.escape(case["error"])):
             filters[case["filter"]](text, *case["args"])

@@ -5,7 +5,6 @@ Data-driven cases in tests/unit/data/vllm_startup_lines.yaml (the verbatim lines
 """
 from __future__ import annotations
 
-import os
 
 import pytest
 
@@ -17,9 +16,8 @@ from ansible_collections.gpuhost.inference.plugins.filter.vllm_startup import (
     vllm_startup_report,
 )
 
-from ansible_collections.gpuhost.inference.tests.unit.paths import FIXTURES as ALL_FIXTURES, load_cases
+from ansible_collections.gpuhost.inference.tests.unit.paths import load_cases, read_fixture
 
-FIXTURES = os.path.join(ALL_FIXTURES, "vllm-0.28.0")
 CASES = load_cases("vllm_startup_lines.yaml", "cases")
 for _case in CASES:
     _case["text"] = "\n".join(_case["lines"]) + "\n"
@@ -32,8 +30,7 @@ REPORT_KEYS = {
 
 
 def fixture(name):
-    with open(os.path.join(FIXTURES, name), encoding="utf-8") as fh:
-        return fh.read()
+    return read_fixture("vllm-0.28.0", name)
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c["id"] for c in CASES])
@@ -186,8 +183,7 @@ def test_metrics_escaped_label_value():
 
 
 def cuda_fixture(name):
-    with open(os.path.join(ALL_FIXTURES, "vllm-0.28.0-cuda", name), encoding="utf-8") as fh:
-        return fh.read()
+    return read_fixture("vllm-0.28.0-cuda", name)
 
 
 def test_real_startup_log_of_the_cuda_build_on_an_h100():

@@ -12,18 +12,11 @@ import re
 import pytest
 
 from ansible_collections.gpuhost.inference.plugins.module_utils import prometheus_text as pt
-from ansible_collections.gpuhost.inference.tests.unit.paths import FIXTURES, ROOT, case_ids, load_cases
+from ansible_collections.gpuhost.inference.tests.unit.paths import FIXTURES, ROOT, case_ids, case_text, load_cases
 
 PARSE = load_cases("prometheus_text_cases.yaml", "parse")
 QUERY = load_cases("prometheus_text_cases.yaml", "query")
 GUARD = load_cases("prometheus_text_cases.yaml", "guard")
-
-
-def _text(case):
-    if "file" in case:
-        with open(os.path.join(FIXTURES, case["file"]), encoding="utf-8") as fh:
-            return fh.read()
-    return case.get("text")
 
 
 def _num(value):
@@ -47,7 +40,7 @@ def test_stdlib_reader_reads_the_samples(case):
 @pytest.mark.parametrize("case", QUERY, ids=case_ids(QUERY))
 @pytest.mark.parametrize("backend", ["stdlib", "prometheus_client"])
 def test_questions_over_the_captures(case, backend, monkeypatch):
-    text = _text(case)
+    text = case_text(case)
     if backend == "prometheus_client":
         pytest.importorskip("prometheus_client")
         parsed = pt.samples(text, use_client=True)
