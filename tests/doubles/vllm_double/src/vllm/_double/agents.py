@@ -68,6 +68,15 @@ def forced_tool(tool_choice, tools: list[dict]):
     return tools[0]  # required / any: the first offered tool
 
 
+def tool_for(handler, tools: list[dict], choice, auto: bool):
+    """The tool ``choice`` forces (None: none), after vLLM's refusal of an automatic tool choice (``auto``: the request
+    asks for one) on a server started without --enable-auto-tool-choice and a --tool-call-parser."""
+    raw = handler.state.args.raw
+    if tools and auto and not (raw.get("enable_auto_tool_choice") and raw.get("tool_call_parser")):
+        handler._fail(400, AUTO_TOOL_ERROR)
+    return forced_tool(choice, tools)
+
+
 class Turn:
     """What the engine produced for one request: text pieces (as they came), a forced call, the usage."""
 
@@ -83,6 +92,13 @@ class Turn:
     @property
     def text(self) -> str:
         return "".join(self.pieces)
+
+
+def run_to_end(handler, seq, tool) -> Turn:
+    """The engine's whole answer, none of it sent as it comes (a request without stream, or a forced call)."""
+    for _piece in generate(handler, seq, tool):
+        pass
+    return handler._agent_turn
 
 
 def generate(handler, seq, tool):
@@ -118,19 +134,14 @@ def chat(handler, body: dict) -> None:
         handler._fail(400, "messages must be a non-empty list", "messages")
     tools = function_tools(body.get("tools"), "chat")
     choice = body.get("tool_choice", "auto" if tools else None)
-    if tools and choice == "auto" and not (st.args.raw.get("enable_auto_tool_choice") and
-                                           st.args.raw.get("tool_call_parser")):
-        handler._fail(400, AUTO_TOOL_ERROR)
-    tool = forced_tool(choice, tools)
+    tool = tool_for(handler, tools, choice, choice == "auto")
     max_tokens = body.get("max_completion_tokens") or body.get("max_tokens")
     seq = handler._agent_submit(render(body.get("tools"), messages), max_tokens, tool)
     model, created, rid = st.args.names[0], int(time.time()), _id("chatcmpl-")
     turn = handler._agent_turn
     try:
         if not body.get("stream"):
-            for _piece in generate(handler, seq, tool):
-                pass
-            if turn.error:
+            if run_to_end(handler, seq, tool).error:
                 handler._engine_error()
             message = {"role": "assistant", "content": None if turn.call else turn.text, "reasoning": None,
                        "tool_calls": ([{"id": turn.call["id"], "type": "function",
@@ -183,10 +194,7 @@ def responses(handler, body: dict) -> None:
         handler._fail(400, "input must be a string or a non-empty list", "input")
     tools = function_tools(body.get("tools"), "responses")
     choice = body.get("tool_choice", "auto")
-    if tools and choice == "auto" and not (st.args.raw.get("enable_auto_tool_choice") and
-                                           st.args.raw.get("tool_call_parser")):
-        handler._fail(400, AUTO_TOOL_ERROR)
-    tool = forced_tool(choice, tools)
+    tool = tool_for(handler, tools, choice, choice == "auto")
     # Only function tools reach the prompt (a custom tool does not: vllm-project/vllm#56418).
     prompt = render(body.get("instructions"), [t for t in body.get("tools") or [] if t.get("type") == "function"], items)
     seq = handler._agent_submit(prompt, body.get("max_output_tokens"), tool)
@@ -201,9 +209,7 @@ def responses(handler, body: dict) -> None:
             "usage": None, "user": None}
     try:
         if not body.get("stream"):
-            for _piece in generate(handler, seq, tool):
-                pass
-            if turn.error:
+            if run_to_end(handler, seq, tool).error:
                 handler._engine_error()
             handler._send(200, _responses_final(base, turn))
             st.success += 1
@@ -233,9 +239,7 @@ def responses(handler, body: dict) -> None:
             event("response.output_item.done", output_index=0,
                   item={"id": mid, "content": [part], "role": "assistant", "status": "completed", "type": "message"})
         else:
-            for _piece in generate(handler, seq, tool):
-                pass
-            if turn.error:
+            if run_to_end(handler, seq, tool).error:
                 event("error", code=ENGINE_ERROR["type"], message=ENGINE_ERROR["message"], param=None)
                 handler._sse_end(done=False, error=True)
                 return
@@ -296,19 +300,14 @@ def messages(handler, body: dict) -> None:
         handler._fail(400, "messages and max_tokens: Field required", "messages")
     tools = function_tools(body.get("tools"), "messages")
     choice = body.get("tool_choice") or ({"type": "auto"} if tools else None)
-    parser = st.args.raw.get("enable_auto_tool_choice") and st.args.raw.get("tool_call_parser")
-    if tools and choice.get("type") == "auto" and not parser:
-        handler._fail(400, AUTO_TOOL_ERROR)
-    tool = forced_tool(choice, tools)
+    tool = tool_for(handler, tools, choice, isinstance(choice, dict) and choice.get("type") == "auto")
     seq = handler._agent_submit(_messages_prompt(body), body["max_tokens"], tool)
     turn = handler._agent_turn
     mid = _id("chatcmpl-")
     model = st.args.names[0]
     try:
         if not body.get("stream"):
-            for _piece in generate(handler, seq, tool):
-                pass
-            if turn.error:
+            if run_to_end(handler, seq, tool).error:
                 handler._engine_error()
             content = ([{"type": "tool_use", "id": turn.call["id"], "name": turn.call["name"],
                          "input": json.loads(turn.call["arguments"])}] if turn.call
@@ -331,9 +330,7 @@ def messages(handler, body: dict) -> None:
             for piece in generate(handler, seq, tool):
                 event("content_block_delta", delta={"type": "text_delta", "text": piece}, index=0)
         else:
-            for _piece in generate(handler, seq, tool):
-                pass
-            if turn.error:
+            if run_to_end(handler, seq, tool).error:
                 event("error", error={"type": "internal_error", "message": ENGINE_ERROR["message"]})
                 handler._sse_end(done=False, error=True)
                 return
