@@ -189,6 +189,12 @@ def open_stream(create, kwargs, sdk, rec, sleep=time.sleep):
             rec["retries"] += 1
 
 
+def first_token(rec, t0):
+    """A turn's time to first token: at its first piece of anything (text, reasoning, a tool call), from ``t0``."""
+    if rec["ttft_s"] is None:
+        rec["ttft_s"] = time.perf_counter() - t0
+
+
 def _forced_choice(session):
     """Even sessions: tool_choice 'required'; odd ones: the named function read_file."""
     if session % 2 == 0:
@@ -224,8 +230,7 @@ def _turn(client, openai, model, messages, max_tokens, sampling, tool_choice, ti
                         reasoning = getattr(delta, field)
                         rec.setdefault("reasoning_fields", set()).add(field)
                 if delta.content or reasoning or delta.tool_calls:
-                    if rec["ttft_s"] is None:
-                        rec["ttft_s"] = time.perf_counter() - t0
+                    first_token(rec, t0)
                 if delta.content:
                     rec["text"] += delta.content
                 if reasoning:

@@ -120,8 +120,7 @@ def responses_turn(client, sdk, model, instructions, items, max_tokens, sampling
             kind = _field(event, "type", "")
             if kind in ("response.output_text.delta", "response.function_call_arguments.delta",
                         "response.custom_tool_call_input.delta", "response.reasoning_text.delta"):
-                if rec["ttft_s"] is None:
-                    rec["ttft_s"] = time.perf_counter() - t0
+                va.first_token(rec, t0)
                 if kind == "response.output_text.delta":
                     rec["text"] += _field(event, "delta", "") or ""
                 elif kind == "response.reasoning_text.delta":
@@ -130,8 +129,7 @@ def responses_turn(client, sdk, model, instructions, items, max_tokens, sampling
                 item = _field(event, "item")
                 item = item.model_dump(exclude_none=True) if hasattr(item, "model_dump") else dict(item or {})
                 rec["items"].append(item)
-                if rec["ttft_s"] is None:
-                    rec["ttft_s"] = time.perf_counter() - t0
+                va.first_token(rec, t0)
                 if item.get("type") == "function_call":
                     rec["tool_calls"].append({"id": item.get("call_id"), "name": item.get("name") or "",
                                               "arguments": item.get("arguments") or ""})
@@ -189,8 +187,7 @@ def messages_turn(client, sdk, model, system, messages, max_tokens, sampling, to
                     slot.update(id=_field(block, "id"), name=_field(block, "name") or "")
                 blocks[_field(event, "index", len(blocks))] = slot
             elif kind == "content_block_delta":
-                if rec["ttft_s"] is None:
-                    rec["ttft_s"] = time.perf_counter() - t0
+                va.first_token(rec, t0)
                 delta = _field(event, "delta")
                 slot = blocks.setdefault(_field(event, "index", 0), {"type": "text", "text": "", "json": ""})
                 dtype = _field(delta, "type")
