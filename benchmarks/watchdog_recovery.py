@@ -5,8 +5,9 @@
 engine, the false alarms it must not raise, the slowest healthy canary under load, and the check's own cost.
 
 Run INSIDE a box converged by site.yml (benchmarks/watchdog_recovery.sh BOX copies this file and
-tests/integration/lab_checks.py in and runs it as root); Python standard library only (the collection's Prometheus text reader and the watchdog are imported from
-where vllm_service installed them). A measurement, not a test: nothing is asserted; it prints the figures.
+tests/integration/lab_checks.py in and runs it as root); Python standard library only (the collection's Prometheus
+text reader and the watchdog are imported from where vllm_service installed them). A measurement, not a test: nothing
+is asserted; it prints the figures.
 
 Freeze patterns (``--patterns``, each ``--trials`` times; the engine is frozen with SIGSTOP to every
 `VLLM::EngineCore` process, what a hung engine looks like from outside):

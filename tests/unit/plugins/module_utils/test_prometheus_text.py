@@ -12,7 +12,7 @@ import re
 import pytest
 
 from ansible_collections.gpuhost.inference.plugins.module_utils import prometheus_text as pt
-from ansible_collections.gpuhost.inference.tests.unit.paths import FIXTURES, ROOT, case_ids, case_text, load_cases
+from ansible_collections.gpuhost.inference.tests.unit.paths import FIXTURES, ROOT, case_ids, case_text, load_cases, read_fixture
 
 PARSE = load_cases("prometheus_text_cases.yaml", "parse")
 QUERY = load_cases("prometheus_text_cases.yaml", "query")
@@ -67,7 +67,7 @@ def test_both_parsers_agree_on_every_capture():
     files = ["vllm-0.28.0/metrics.txt"] + ["vllm-0.28.0/watchdog/" + f for f in sorted(os.listdir(watchdog_dir))
                                            if f.endswith(".txt")]
     for name in files:
-        text = _text({"file": name})
+        text = read_fixture(name)
         client = sorted((s.name, sorted(s.labels.items()), s.value) for s in pt.samples(text, use_client=True))
         ours = sorted((s.name, sorted(s.labels.items()), s.value) for s in pt.parse_stdlib(text))
         assert client == ours, name
