@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The stages of `make test`, each timed: `scripts/test.sh all` or a list of stage names
-# (bootstrap image apt-pool wheelhouse model agents setup molecule-start lint sanity unit build molecule molecule-default
-# molecule-e2e). `all` builds the lab's inputs in three lanes side by side (`setup`: mostly downloads and disk), then
-# starts both scenarios at once, before the checks: e2e (the real vLLM, mostly one core)
+# (bootstrap image apt-pool wheelhouse model agents setup checks-start checks-wait molecule-start lint sanity unit build
+# molecule molecule-default molecule-e2e). `all`: bootstrap; the checks (lint, sanity, unit, build) start in a lane of
+# their own at a lower CPU priority; the lab's inputs are built in three lanes side by side (`setup`: mostly downloads
+# and disk); then both scenarios start at once: e2e (the real vLLM, the long pole)
 # beside default (the test double, fault cases included); each one's log goes to
 # reports/logs/molecule-<scenario>.log and is printed when it ends, then a summary; at the very end each
 # failure is named once (the brief list).
@@ -13,14 +14,8 @@ cd "$REPO_ROOT" || exit 1
 stages=("$@")
 [ ${#stages[@]} -gt 0 ] || stages=(all)
 if [ "${stages[0]}" = all ]; then
-  stages=(bootstrap setup molecule-start lint sanity unit build molecule)
+  stages=(bootstrap checks-start setup molecule-start molecule checks-wait)
 fi
-# The set-up stages after bootstrap, in lanes that run side by side (stage `setup`): each lane is its stages in order,
-# run by a test.sh of its own, its output in reports/logs/setup-lane-N.log, printed when the lane ends (the tiny model
-# is built with the CPU wheelhouse's torch: after it). From scratch on the 2-core lab (a fresh GPUHOST_CACHE) one after
-# the other they took 281 s (image 106, apt-pool 10, wheelhouse 70, model 80, agents 15); the lanes take about as long
-# as the longest one.
-setup_lanes=("image apt-pool" "wheelhouse model" "agents")
 declare -a report=()
 # One scenario, its output in a log file; prints the log and a one-line result when it ends.
 scenario() {
@@ -78,29 +73,42 @@ molecule_wait() {
   scenario_summary
   return $rc
 }
-setup_parallel() {
-  local lane i=0 rc=0 log line
-  local -a pids=() logs=()
+# Lanes: stages run in order by a test.sh of their own in the background (its output in reports/logs/lane-<name>.log,
+# printed when the lane is waited for, its stages' times added to this run's table).
+declare -A lane_pid=() lane_stages=()
+lane_start() {  # lane_start NAME NICENESS STAGE...
+  local name=$1 prio=$2
+  shift 2
   mkdir -p reports/logs
-  for lane in "${setup_lanes[@]}"; do
-    i=$((i + 1))
-    log=reports/logs/setup-lane-$i.log
-    step "set-up lane $i: $lane (log $log)"
-    # shellcheck disable=SC2086  # a lane is a list of stage names
-    bash "$REPO_ROOT/scripts/test.sh" $lane >"$log" 2>&1 &
-    pids+=($!)
-    logs+=("$log")
-  done
-  for i in "${!pids[@]}"; do
-    wait "${pids[$i]}" || rc=1
-    step "set-up lane $((i + 1)) (${setup_lanes[$i]}) ended: its output"
-    cat "${logs[$i]}"
-    # Its stages' times into this run's table, indented under `setup`.
-    while IFS= read -r line; do
-      report+=("  $line")
-    done < <(sed -n 's/^==> \[[0-9:]*\] stage \([a-z-]* *[0-9]*s  .*\)$/\1/p' "${logs[$i]}")
-    grep -q "FAILED" <(sed -n '/stage times/,$p' "${logs[$i]}") && failed_stage_logs+=("setup-lane-$((i + 1)):${logs[$i]}")
-  done
+  lane_stages[$name]="$*"
+  step "lane $name in the background: $* (log reports/logs/lane-$name.log)"
+  nice -n "$prio" bash "$REPO_ROOT/scripts/test.sh" "$@" >"reports/logs/lane-$name.log" 2>&1 &
+  lane_pid[$name]=$!
+}
+lane_wait() {  # lane_wait NAME -> the lane's status
+  local name=$1 log=reports/logs/lane-$1.log rc=0 line
+  [ -n "${lane_pid[$name]:-}" ] || return 0
+  wait "${lane_pid[$name]}" || rc=$?
+  unset "lane_pid[$name]"
+  step "lane $name (${lane_stages[$name]}): $([ $rc -eq 0 ] && echo ok || echo "FAILED rc=$rc"); its output"
+  cat "$log"
+  while IFS= read -r line; do
+    report+=("  $line")
+  done < <(sed -n 's/^==> \[[0-9:]*\] stage \([a-z-]* *[0-9]*s  .*\)$/\1/p' "$log")
+  [ $rc -eq 0 ] || failed_stage_logs+=("lane-$name:$log")
+  return $rc
+}
+# The set-up after bootstrap in three lanes side by side: the lab image and its apt pool; the wheelhouses, then the
+# tiny model (built with the CPU wheelhouse's torch); the coding agents' CLIs. From scratch on the 2-core lab (a fresh
+# GPUHOST_CACHE) one after the other they took 281 s (image 106, apt-pool 10, wheelhouse 70, model 80, agents 15).
+setup_parallel() {
+  local rc=0
+  lane_start image 0 image apt-pool
+  lane_start wheels 0 wheelhouse model
+  lane_start agents 0 agents
+  lane_wait image || rc=1
+  lane_wait wheels || rc=1
+  lane_wait agents || rc=1
   return $rc
 }
 molecule_parallel() {
@@ -124,6 +132,10 @@ stage_commands() {
     sanity) bash scripts/ansible-test.sh sanity ;;
     unit) bash scripts/ansible-test.sh units ;;
     setup) setup_parallel ;;
+    # lint, sanity, the unit tests and the build check need neither the lab nor its inputs: one lane beside the set-up
+    # and the scenarios, at a lower CPU priority (the scenarios are the long pole), waited for at the end.
+    checks-start) lane_start checks 10 lint sanity unit build ;;
+    checks-wait) lane_wait checks ;;
     molecule-start) molecule_start ;;
     molecule) molecule_parallel ;;
     molecule-wait) molecule_wait ;;
@@ -143,7 +155,7 @@ run_stage() {
   t0=$(date +%s)
   step "stage $name"
   case $name in
-    setup|molecule-start|molecule|molecule-wait) stage_commands "$name" ;;
+    setup|checks-start|checks-wait|molecule-start|molecule|molecule-wait) stage_commands "$name" ;;
     # The checks beside running scenarios yield the CPU to them (niced): the scenarios are the long pole.
     lint|sanity|unit|build) mkdir -p reports/logs
       if [ ${#bg_pid[@]} -gt 0 ]; then nice_stage "$name"; else stage_commands "$name"; fi 2>&1 | tee "$log" ;;
@@ -165,9 +177,13 @@ for s in "${stages[@]}"; do
     case $s in lint|sanity|unit|build) ;; *) break ;; esac
   fi
 done
-# A stage that failed before `molecule` leaves the scenarios running: wait for them (their results are reported too).
+# A stage that failed before `molecule` leaves the scenarios and the checks running: wait for them (their results are
+# reported too).
 if [ ${#bg_pid[@]} -gt 0 ]; then
   run_stage molecule-wait || rc=1
+fi
+if [ ${#lane_pid[@]} -gt 0 ]; then
+  run_stage checks-wait || rc=1
 fi
 step "stage times"
 printf '  %s\n' "${report[@]}"
