@@ -94,7 +94,9 @@ class Connection(ConnectionBase):
         try:
             with open(cache, encoding="utf-8") as handle:
                 cached = json.load(handle)
-            if _start_time(cached["pid"]) == cached["start"]:
+            # A process that is gone has no start time: None never matches (a cache written while the box was
+            # stopping held {"start": null}, and every later run nsentered a PID that no longer existed).
+            if cached["start"] is not None and _start_time(cached["pid"]) == cached["start"]:
                 return cached["pid"]
         except (OSError, ValueError, KeyError, TypeError):
             pass
@@ -106,10 +108,13 @@ class Connection(ConnectionBase):
             raise AnsibleConnectionFailure("container %s is not running: %s" % (
                 self._container, to_native(proc.stderr.strip() or pid)))
         pid = int(pid)
+        start = _start_time(pid)
+        if start is None:
+            raise AnsibleConnectionFailure("container %s is stopping: its PID %d is gone" % (self._container, pid))
         os.makedirs(os.path.dirname(cache), mode=0o700, exist_ok=True)
         tmp = "%s.%d" % (cache, os.getpid())
         with open(tmp, "w", encoding="utf-8") as handle:
-            json.dump({"pid": pid, "start": _start_time(pid)}, handle)
+            json.dump({"pid": pid, "start": start}, handle)
         os.replace(tmp, cache)
         return pid
 
