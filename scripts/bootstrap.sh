@@ -5,7 +5,7 @@
 #   bash scripts/bootstrap.sh        everything `make test` runs
 #   bash scripts/bootstrap.sh demo   only what `make demo` runs: ansible-core and its pinned neighbours (the lines of
 #                                    requirements-dev.txt marked `# demo`), the collections; no test tooling
-#                                    (molecule, linters, pytest: a later full bootstrap adds them), no promtool
+#                                    (molecule, linters, pytest: a later full bootstrap adds them), no promtool or amtool
 set -euo pipefail
 # shellcheck source=scripts/lab-env.sh
 . "$(dirname "$0")/lab-env.sh"
@@ -54,14 +54,17 @@ fi
 # molecule/resources/create.yml imports molecule-plugins' podman create playbook by this fixed path.
 ln -sfn "$("$VENV/bin/python" -c 'import os, molecule_plugins.podman as m; print(os.path.dirname(m.__file__))')/playbooks" \
   "$CACHE_DIR/molecule-podman-playbooks"
-# promtool (tests/unit/prometheus: `promtool check/test rules`) from Debian's prometheus package, unpacked into the
-# cache, never installed: no service starts on this machine.
+# promtool and amtool from Debian's prometheus and prometheus-alertmanager packages, unpacked into the cache, never
+# installed (no service starts on this machine): tests/unit/prometheus runs `promtool check/test rules`, and play 1 of
+# site.yml checks the files fleet_prometheus would write with both (lab-env.sh puts them on the PATH).
 prom=$CACHE_DIR/prometheus
-if [ ! -x "$prom/usr/bin/promtool" ]; then
-  step "promtool from Debian's prometheus package (apt-get download + dpkg -x into $prom)"
+if [ ! -x "$prom/usr/bin/promtool" ] || [ ! -x "$prom/usr/bin/amtool" ]; then
+  step "promtool and amtool from Debian's prometheus and prometheus-alertmanager packages (apt-get download + dpkg -x into $prom)"
   tmp=$(mktemp -d)
-  (cd "$tmp" && { apt-get download -qq prometheus 2>/dev/null || { apt-get update -qq && apt-get download -qq prometheus; }; })
-  rm -rf "$prom" && mkdir -p "$prom" && dpkg -x "$tmp"/prometheus_*.deb "$prom"
+  (cd "$tmp" && { apt-get download -qq prometheus prometheus-alertmanager 2>/dev/null \
+    || { apt-get update -qq && apt-get download -qq prometheus prometheus-alertmanager; }; })
+  rm -rf "$prom" && mkdir -p "$prom"
+  for deb in "$tmp"/*.deb; do dpkg -x "$deb" "$prom"; done
   rm -rf "$tmp"
 fi
 # The coding agents' CLIs (npm) are not here: only the e2e scenario runs them (scripts/agents.sh, its own stage).

@@ -29,7 +29,8 @@ export CONTAINERS_CONF=$LAB_STATE/cfg/containers.conf
 export CONTAINERS_STORAGE_CONF=$LAB_STATE/cfg/storage.conf
 export ANSIBLE_CONFIG=$REPO_ROOT/ansible.cfg
 export ANSIBLE_INJECT_FACT_VARS=false
-export PATH=$VENV/bin:$PATH
+# promtool and amtool (scripts/bootstrap.sh): play 1 checks the files fleet_prometheus would write with them.
+export PATH=$VENV/bin:$CACHE_DIR/prometheus/usr/bin:$PATH
 export REPO_ROOT CACHE_DIR GPUHOST_CACHE LAB_STATE LAB_IMAGE VENV WHEELHOUSE_CPU WHEELHOUSE_DOUBLE WHEELHOUSE_ROUTER TINY_MODEL APT_POOL
 step() { printf '\n==> [%s] %s\n' "$(date +%H:%M:%S)" "$*"; }
 # A step of a proof script, timed: `timed LABEL CMD...` prints the step and adds "LABEL SECONDS" to the array `times`,

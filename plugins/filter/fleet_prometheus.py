@@ -218,10 +218,135 @@ def _alertmanager_errors(config):
     return []
 
 
+# ---------------------------------------------------------------------------------------------------------------
+# The files the role would write, checked by their own programs in play 1 (tasks/preflight.yml)
+
+# Keys whose values Prometheus and Alertmanager keep secret (their config.Secret / SecretURL fields): never quoted in a
+# message, even when the program's own message quotes them (amtool's `parse "<webhook url>": ...` does).
+_SECRET_KEY = re.compile(r"(password|secret|token|credentials|(^|_)key)$")
+# ... and in Alertmanager's receivers, their URLs (webhook, chat and paging URLs carry their tokens).
+_SECRET_URL_KEY = re.compile(r"(^|_)url$")
+# Keys whose values are regular expressions (Prometheus's relabel configs, Alertmanager's matchers).
+_REGEX_KEYS = ("regex", "match_re", "matchers", "source_matchers", "target_matchers")
+# What the command module says when it cannot start the program (ansible-core 2.19: "Error executing command.", the
+# OSError only in its traceback; older: the OSError), and what an older program says of a flag it lacks.
+_MISSING = ("Error executing command", "No such file or directory", "Permission denied")
+_TOO_OLD = ("unknown long flag", "unknown flag", "expected command but got")
+
+
+def _walk(path, value, key=""):
+    """(path, key, value) of every mapping key and scalar of an input, depth first."""
+    if isinstance(value, Mapping):
+        for k, v in value.items():
+            sub = "%s.%s" % (path, k)
+            yield sub, str(k), None
+            yield from _walk(sub, v, str(k))
+    elif isinstance(value, (list, tuple)):
+        for index, item in enumerate(value):
+            yield from _walk("%s[%d]" % (path, index), item, key)
+    elif isinstance(value, (str, int, float)) and not isinstance(value, bool):
+        yield path, key, str(value)
+
+
+def _compiles(text):
+    try:
+        re.compile(text)
+    except re.error:
+        return False
+    return True
+
+
+def _inputs_named(message, values):
+    """The input paths the program's message points at: a quoted value, an unknown field, a regex that does not compile."""
+    leaves = [leaf for name, value in values.items() for leaf in _walk(name, value)]
+    found = []
+    unknown = re.findall(r"field (\S+) not found in type", message)
+    for path, key, value in leaves:
+        if value is None:
+            hit = key in unknown
+        elif "error parsing regexp" in message and key in _REGEX_KEYS:
+            hit = not _compiles(value)
+        else:
+            hit = value != "" and (any(q % value in message for q in ('"%s"', "`%s`", "'%s'"))
+                                   or (len(value) >= 6 and value in message))
+        if hit and path not in found:
+            found.append(path)
+    if not found and "error parsing regexp" in message:
+        found = [path for path, key, value in leaves if value is not None and key in _REGEX_KEYS]
+    return found
+
+
+def _secrets(values):
+    """The secret strings of the inputs (by key), longest first."""
+    out = {value for name, top in values.items() for _path, key, value in _walk(name, top)
+           if value and (_SECRET_KEY.search(key)
+                         or (name == "fleet_prometheus_alertmanager_config" and _SECRET_URL_KEY.search(key)))}
+    return sorted(out, key=len, reverse=True)
+
+
+def fleet_prometheus_check_errors(result):
+    """Errors of one check of a file the role would write: `result` is a result of the registered loop of promtool or
+    amtool on the controller (tasks/preflight.yml), its item {check, argv, rendered, dest, values}. The error gives the
+    program's message as it refers to `dest` (the path the role writes, not the rendered copy `rendered`), the secrets
+    of `values` replaced by their size, and the input paths of `values` ({variable: value}, the operator's inputs to
+    that file) the message points at, or all of them when it does not say.
+
+    A program that could not run (not on the controller, too old for the check) is no error of the inputs: see
+    fleet_prometheus_check_skipped."""
+    if not isinstance(result, Mapping) or not isinstance(result.get("item"), Mapping):
+        raise AnsibleFilterError("fleet_prometheus_check_errors: a result of the registered loop, with its item")
+    item = result["item"]
+    values = item.get("values") or {}
+    if not isinstance(values, Mapping):
+        raise AnsibleFilterError("fleet_prometheus_check_errors: the item's values must be {variable: value}")
+    if result.get("skipped") or _check_unusable(result) or result.get("rc") == 0:
+        return []
+    # promtool writes its failures to stderr, amtool to stdout ("Checking 'file'  FAILED: ...") with a summary on stderr.
+    lines = [re.sub(r"^Checking \S+\s+", "", line.strip()) for line in str(result.get("stdout", "")).splitlines()
+             if "FAILED" in line]
+    lines += [line.strip() for line in str(result.get("stderr", "") or result.get("msg", "")).splitlines()
+              if line.strip() and "failed to validate" not in line and line.strip() != "non-zero return code"]
+    message = "; ".join(lines) or "exit status %s" % result.get("rc")
+    if item.get("rendered"):
+        message = message.replace(str(item["rendered"]), str(item.get("dest", "")))
+    named = _inputs_named(message, values)
+    for secret in _secrets(values):
+        message = message.replace(secret, "<%d characters, a secret: not shown>" % len(secret))
+    given = [name for name, value in values.items() if value not in (None, "", [], {})]
+    if named:
+        where = "from %s" % ", ".join(named)
+    elif given:
+        where = "the message does not say which input: one of %s" % ", ".join(given)
+    else:
+        where = "none of your inputs is in this file: please report it"
+    return ["%s as the role would write it is refused by `%s`: %s (%s)"
+            % (item.get("dest"), item.get("check"), message[:1500], where)]
+
+
+def _check_unusable(result):
+    text = " ".join(str(result.get(k, "")) for k in ("msg", "stderr"))
+    missing = (result.get("rc") in (2, 126, 127) and not result.get("stdout") and not result.get("stderr")
+               and any(m in str(result.get("msg", "")) for m in _MISSING))
+    return "missing" if missing else ("too old" if any(m in text for m in _TOO_OLD) else "")
+
+
+def fleet_prometheus_check_skipped(result):
+    """Why a check of the registered loop could not run on the controller ('' when it ran): its program is absent or
+    too old."""
+    if not isinstance(result, Mapping) or not isinstance(result.get("item"), Mapping):
+        raise AnsibleFilterError("fleet_prometheus_check_skipped: a result of the registered loop, with its item")
+    item = result["item"]
+    why = {"missing": "is not on the controller (or cannot run there)", "too old": "on the controller is too old for it"}.get(_check_unusable(result))
+    program = (item.get("argv") or ["?"])[0]
+    return "%s (%s): %s %s" % (item.get("dest"), item.get("check"), _show(program), why) if why else ""
+
+
 class FilterModule:
     """The fleet Prometheus's targets and binds."""
 
     def filters(self):
         return {"fleet_prometheus_targets": fleet_prometheus_targets,
                 "fleet_prometheus_config_errors": fleet_prometheus_config_errors,
-                "fleet_prometheus_bind_errors": fleet_prometheus_bind_errors}
+                "fleet_prometheus_bind_errors": fleet_prometheus_bind_errors,
+                "fleet_prometheus_check_errors": fleet_prometheus_check_errors,
+                "fleet_prometheus_check_skipped": fleet_prometheus_check_skipped}

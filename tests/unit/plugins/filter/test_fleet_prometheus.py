@@ -8,6 +8,8 @@ from ansible.errors import AnsibleFilterError
 from ansible_collections.gpuhost.inference.plugins.filter.fleet_prometheus import (
     FilterModule,
     fleet_prometheus_bind_errors,
+    fleet_prometheus_check_errors,
+    fleet_prometheus_check_skipped,
     fleet_prometheus_config_errors,
     fleet_prometheus_targets,
 )
@@ -37,9 +39,28 @@ def test_bad_input_is_refused():
     with pytest.raises(AnsibleFilterError):
         fleet_prometheus_config_errors([])
     assert set(FilterModule().filters()) == {"fleet_prometheus_targets", "fleet_prometheus_bind_errors",
-                                             "fleet_prometheus_config_errors"}
+                                             "fleet_prometheus_config_errors", "fleet_prometheus_check_errors",
+                                             "fleet_prometheus_check_skipped"}
 
 
 @pytest.mark.parametrize("case", CASES["config"], ids=case_ids(CASES["config"]))
 def test_config_inputs(case):
     assert_errors_match(fleet_prometheus_config_errors(case["values"]), case["expect_errors"])
+
+
+@pytest.mark.parametrize("case", CASES["checks"], ids=case_ids(CASES["checks"]))
+def test_file_checks(case):
+    result = dict(case["result"], item=case["item"])
+    errors = fleet_prometheus_check_errors(result)
+    assert_errors_match(errors, case["expect_errors"])
+    assert not [s for s in case.get("expect_absent", []) for e in errors if s in e]
+    skipped = fleet_prometheus_check_skipped(result)
+    assert_errors_match([skipped] if skipped else [], [case["expect_skipped"]] if case["expect_skipped"] else [])
+
+
+def test_file_checks_refuse_what_is_not_a_loop_result():
+    for function in (fleet_prometheus_check_errors, fleet_prometheus_check_skipped):
+        with pytest.raises(AnsibleFilterError):
+            function({"rc": 1})
+        with pytest.raises(AnsibleFilterError):
+            function("FAILED")
