@@ -17,6 +17,9 @@ from faults_lib import BOX, REPO, host_snapshot, run_playbook
 # The default scenario's verifier runs these beside tests/integration/ (other boxes): only the faults box.
 testinfra_hosts = [BOX]
 
+# A monitoring host scraping no group (the fleet_prometheus cases below).
+MONITORING_ALONE = {"fleet_prometheus_gpu_group": "scrapes_no_box", "fleet_prometheus_router_group": "scrapes_no_router"}
+
 # (case id, host vars, strings the failure message must contain: the variable and the allowed values)
 CASES = [
     ("limit_above_max", {"nvidia_power_limit_w": 400}, ["nvidia_power_limit_w", "100-350"]),
@@ -153,6 +156,22 @@ CASES = [
      ["node_metrics_host=0.0.0.0 listens beyond this host", "node_metrics_allow_remote"]),
     ("bypass_vllm_host_setting", {"vllm_service_settings": {"host": "0.0.0.0"}},
      ["vllm_service_settings: 'host' sets where vLLM listens, which only vllm_service_host does"]),
+    # 42.5 the files fleet_prometheus would write, rendered by its templates and checked by promtool / amtool on the
+    # controller in play 1: values its Python checks take, which the programs refuse. A case of fleet_prometheus is a host
+    # of `monitoring` too (the role list); it scrapes no group (the other cases' boxes listen on loopback).
+    ("prometheus_extra_scrape_interval_bad",
+     {**MONITORING_ALONE, "fleet_prometheus_extra_scrape_configs": [
+         {"job_name": "blackbox", "scrape_interval": "15x", "static_configs": [{"targets": ["127.0.0.1:9115"]}]}]},
+     ["/etc/prometheus/prometheus.yml as the role would write it is refused by `promtool check config`",
+      'not a valid duration string: "15x"', "from fleet_prometheus_extra_scrape_configs[0].scrape_interval",
+      "nothing was changed on the host"]),
+    ("alertmanager_group_wait_bad",
+     {**MONITORING_ALONE, "fleet_prometheus_alertmanager": True,
+      "fleet_prometheus_alertmanager_config": {"route": {"receiver": "team", "group_wait": "10x"},
+                                               "receivers": [{"name": "team"}]}},
+     ["/etc/prometheus/alertmanager.yml as the role would write it is refused by `amtool check-config`",
+      'not a valid duration string: "10x"', "from fleet_prometheus_alertmanager_config.route.group_wait",
+      "nothing was changed on the host"]),
 ]
 # Secret values of the cases above: none may appear anywhere in the run's output.
 SECRET_VALUES = ["4306a1b2c3d4e5f6a7b8c9d0e1f2-vllm", "hf_4306a1b2c3d4e5f6a7b8c9d0e1f2"]
@@ -238,6 +257,13 @@ def matrix(host, mocked_cards, foreign_listener, tmp_path_factory):  # pylint: d
             **bad,
         }
     inventory = {"gpu_servers": {"hosts": hosts, "vars": {**fleet, **box_vars}}}
+    # A case of a role another group runs (the role list: fleet_prometheus on `monitoring`) is a host of that group too.
+    with open(f"{REPO}/playbooks/vars/roles.yml", encoding="utf-8") as fh:
+        role_groups = {r["role"]: r["group"] for r in yaml.safe_load(fh)["gpuhost_roles"]}
+    for name, bad, _expected in CASES:
+        for role, group in role_groups.items():
+            if group not in ("gpu_servers", "all") and any(var.startswith(role + "_") for var in bad):
+                inventory.setdefault(group, {"hosts": {}})["hosts"][f"bad_{name}"] = {}
     inv = tmp_path_factory.mktemp("badinputs") / "hosts.yml"
     inv.write_text(yaml.safe_dump(inventory))
     before = host_snapshot(host)
