@@ -228,8 +228,9 @@ _SECRET_KEY = re.compile(r"(password|secret|token|credentials|(^|_)key)$")
 _SECRET_URL_KEY = re.compile(r"(^|_)url$")
 # Keys whose values are regular expressions (Prometheus's relabel configs, Alertmanager's matchers).
 _REGEX_KEYS = ("regex", "match_re", "matchers", "source_matchers", "target_matchers")
-# What the command module says when it cannot start the program (ansible-core 2.19: "Error executing command.", the
-# OSError only in its traceback; older: the OSError), and what an older program says of a flag it lacks.
+# What ansible.builtin.command says when it cannot start the program (ansible-core 2.19: "Error executing command.",
+# the OSError only in its traceback; older: the OSError; lookup controller_command sets failed_to_start), and what an
+# older program says of a flag it lacks.
 _MISSING = ("Error executing command", "No such file or directory", "Permission denied")
 _TOO_OLD = ("unknown long flag", "unknown flag", "expected command but got")
 
@@ -285,8 +286,9 @@ def _secrets(values):
 
 
 def fleet_prometheus_check_errors(result):
-    """Errors of one check of a file the role would write: `result` is a result of the registered loop of promtool or
-    amtool on the controller (tasks/preflight.yml), its item {check, argv, rendered, dest, values}. The error gives the
+    """Errors of one check of a file the role would write: `result` is a result of promtool or amtool on the controller
+    (lookup controller_command in tasks/preflight.yml, or a registered loop of ansible.builtin.command), its item
+    {check, argv, rendered, dest, values}. The error gives the
     program's message as it refers to `dest` (the path the role writes, not the rendered copy `rendered`), the secrets
     of `values` replaced by their size, and the input paths of `values` ({variable: value}, the operator's inputs to
     that file) the message points at, or all of them when it does not say.
@@ -294,7 +296,7 @@ def fleet_prometheus_check_errors(result):
     A program that could not run (not on the controller, too old for the check) is no error of the inputs: see
     fleet_prometheus_check_skipped."""
     if not isinstance(result, Mapping) or not isinstance(result.get("item"), Mapping):
-        raise AnsibleFilterError("fleet_prometheus_check_errors: a result of the registered loop, with its item")
+        raise AnsibleFilterError("fleet_prometheus_check_errors: a result of lookup controller_command, with its item")
     item = result["item"]
     values = item.get("values") or {}
     if not isinstance(values, Mapping):
@@ -324,19 +326,23 @@ def fleet_prometheus_check_errors(result):
 
 
 def _check_unusable(result):
-    text = " ".join(str(result.get(k, "")) for k in ("msg", "stderr"))
-    missing = (result.get("rc") in (2, 126, 127) and not result.get("stdout") and not result.get("stderr")
-               and any(m in str(result.get("msg", "")) for m in _MISSING))
-    return "missing" if missing else ("too old" if any(m in text for m in _TOO_OLD) else "")
+    """Why the program gave no verdict: 'missing' (it could not start), 'too old' (it lacks the check), 'stopped'."""
+    if result.get("failed_to_start") or (
+            result.get("rc") in (2, 126, 127) and not result.get("stdout") and not result.get("stderr")
+            and any(m in str(result.get("msg", "")) for m in _MISSING)):
+        return "missing"
+    if any(m in " ".join(str(result.get(k, "")) for k in ("msg", "stderr")) for m in _TOO_OLD):
+        return "too old"
+    return "stopped" if result.get("rc") == 124 and "stopped after" in str(result.get("msg", "")) else ""
 
 
 def fleet_prometheus_check_skipped(result):
-    """Why a check of the registered loop could not run on the controller ('' when it ran): its program is absent or
-    too old."""
+    """Why a check could not run on the controller ('' when it ran): its program is absent, too old, or was stopped."""
     if not isinstance(result, Mapping) or not isinstance(result.get("item"), Mapping):
-        raise AnsibleFilterError("fleet_prometheus_check_skipped: a result of the registered loop, with its item")
+        raise AnsibleFilterError("fleet_prometheus_check_skipped: a result of lookup controller_command, with its item")
     item = result["item"]
-    why = {"missing": "is not on the controller (or cannot run there)", "too old": "on the controller is too old for it"}.get(_check_unusable(result))
+    why = {"missing": "is not on the controller (or cannot run there)", "too old": "on the controller is too old for it",
+           "stopped": "took too long (%s)" % result.get("msg")}.get(_check_unusable(result))
     program = (item.get("argv") or ["?"])[0]
     return "%s (%s): %s %s" % (item.get("dest"), item.get("check"), _show(program), why) if why else ""
 
