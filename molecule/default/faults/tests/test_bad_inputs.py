@@ -17,9 +17,6 @@ from faults_lib import BOX, REPO, host_snapshot, run_playbook
 # The default scenario's verifier runs these beside tests/integration/ (other boxes): only the faults box.
 testinfra_hosts = [BOX]
 
-# A monitoring host scraping no group (the fleet_prometheus cases below).
-MONITORING_ALONE = {"fleet_prometheus_gpu_group": "scrapes_no_box", "fleet_prometheus_router_group": "scrapes_no_router"}
-
 # (case id, host vars, strings the failure message must contain: the variable and the allowed values)
 CASES = [
     ("limit_above_max", {"nvidia_power_limit_w": 400}, ["nvidia_power_limit_w", "100-350"]),
@@ -158,15 +155,18 @@ CASES = [
      ["vllm_service_settings: 'host' sets where vLLM listens, which only vllm_service_host does"]),
     # 42.5 the files fleet_prometheus would write, rendered by its templates and checked by promtool / amtool on the
     # controller in play 1: values its Python checks take, which the programs refuse. A case of fleet_prometheus is a host
-    # of `monitoring` too (the role list); it scrapes no group (the other cases' boxes listen on loopback).
+    # of `monitoring` too (the role list); it scrapes no group (the other cases' boxes listen on loopback). CASES stays a
+    # literal (tests/unit/plugins/filter/matrix.py reads it with ast.literal_eval).
     ("prometheus_extra_scrape_interval_bad",
-     {**MONITORING_ALONE, "fleet_prometheus_extra_scrape_configs": [
+     {"fleet_prometheus_gpu_group": "scrapes_no_box", "fleet_prometheus_router_group": "scrapes_no_router",
+      "fleet_prometheus_extra_scrape_configs": [
          {"job_name": "blackbox", "scrape_interval": "15x", "static_configs": [{"targets": ["127.0.0.1:9115"]}]}]},
      ["/etc/prometheus/prometheus.yml as the role would write it is refused by `promtool check config`",
       'not a valid duration string: "15x"', "from fleet_prometheus_extra_scrape_configs[0].scrape_interval",
       "nothing was changed on the host"]),
     ("alertmanager_group_wait_bad",
-     {**MONITORING_ALONE, "fleet_prometheus_alertmanager": True,
+     {"fleet_prometheus_gpu_group": "scrapes_no_box", "fleet_prometheus_router_group": "scrapes_no_router",
+      "fleet_prometheus_alertmanager": True,
       "fleet_prometheus_alertmanager_config": {"route": {"receiver": "team", "group_wait": "10x"},
                                                "receivers": [{"name": "team"}]}},
      ["/etc/prometheus/alertmanager.yml as the role would write it is refused by `amtool check-config`",
