@@ -159,8 +159,8 @@ CASES = [
     # literal (tests/unit/plugins/filter/matrix.py reads it with ast.literal_eval).
     ("prometheus_extra_scrape_interval_bad",
      {"fleet_prometheus_gpu_group": "scrapes_no_box", "fleet_prometheus_router_group": "scrapes_no_router",
-      "fleet_prometheus_extra_scrape_configs": [
-         {"job_name": "blackbox", "scrape_interval": "15x", "static_configs": [{"targets": ["127.0.0.1:9115"]}]}]},
+      "fleet_prometheus_extra_scrape_configs": [{"job_name": "blackbox", "scrape_interval": "15x",
+                                                 "static_configs": [{"targets": ["127.0.0.1:9115"]}]}]},
      ["/etc/prometheus/prometheus.yml as the role would write it is refused by `promtool check config`",
       'not a valid duration string: "15x"', "from fleet_prometheus_extra_scrape_configs[0].scrape_interval",
       "nothing was changed on the host"]),
