@@ -110,11 +110,41 @@ def vllm_service_var_errors(values):
     group = v.get("vllm_service_router_group", "vllm_routers")
     if not isinstance(group, str) or not re.match(r"^[A-Za-z_][A-Za-z0-9_]*$", group):
         errors.append("vllm_service_router_group must be an inventory group name (letters, digits, _), got %s" % (_show(group),))
+    errors.extend(_watchdog_range_errors(v))
     key, key_file = v["vllm_service_api_key"], v["vllm_service_api_key_file"]
     if _length(key) > 0 and _length(key_file) > 0:
         errors.append("set only one of vllm_service_api_key and vllm_service_api_key_file")
     elif _length(key_file) > 0 and not v.get("api_key_file_exists"):
         errors.append("vllm_service_api_key_file: no such file on the controller: %s" % (key_file,))
+    return errors
+
+
+# The watchdog's whole numbers and their least value (docs/watchdog.md): a check period of at least 5 s (the timer),
+# thresholds and counts of at least 1, the two canary intervals 0 for off. Checked only when given (a role's defaults
+# always are).
+_WATCHDOG_MINIMUM = (
+    ("vllm_service_watchdog_period", 5, "seconds between two checks"),
+    ("vllm_service_watchdog_stall_seconds", 1, "seconds"),
+    ("vllm_service_watchdog_timeout", 1, "seconds"),
+    ("vllm_service_watchdog_unresponsive_checks", 1, "checks in a row"),
+    ("vllm_service_watchdog_canary_interval", 0, "seconds, 0 turns the canary off"),
+    ("vllm_service_watchdog_canary_timeout", 1, "seconds"),
+    ("vllm_service_watchdog_canary_failures", 1, "failed canaries in a row"),
+    ("vllm_service_watchdog_unserved_seconds", 1, "seconds"),
+    ("vllm_service_watchdog_tool_canary_interval", 0, "seconds, 0 turns the forced tool call canary off"),
+    ("vllm_service_watchdog_tool_canary_retry", 1, "seconds"),
+    ("vllm_service_watchdog_tool_canary_failures", 1, "engine errors in a row"),
+    ("vllm_service_watchdog_max_restarts", 0, "restarts an hour, 0 only logs the verdicts"),
+)
+
+
+def _watchdog_range_errors(v):
+    """A watchdog number below its least value (a 0 that would restart on the first failed canary, a negative
+    interval that reads as off)."""
+    errors = []
+    for name, least, unit in _WATCHDOG_MINIMUM:
+        if name in v and _int(v[name]) < least:
+            errors.append("%s must be a whole number >= %d (%s), got %s" % (name, least, unit, _show(v[name])))
     return errors
 
 

@@ -41,6 +41,9 @@ CASES = [
     ("verify_concurrency_zero", {"vllm_verify_concurrency": [0, 2]}, ["vllm_verify_concurrency"]),
     # The monitoring on the box (role node_metrics): the collector's interval, a flag written into node exporter's ARGS.
     ("metrics_interval_too_short", {"node_metrics_interval": 2}, ["node_metrics_interval", "5-300"]),
+    # A watchdog threshold of 0 (a verdict at the first failed forced tool call canary): its least value is named.
+    ("watchdog_tool_canary_failures_zero", {"vllm_service_watchdog_tool_canary_failures": 0},
+     ["vllm_service_watchdog_tool_canary_failures", ">= 1"]),
     ("metrics_extra_arg_bad", {"node_metrics_extra_args": ["--web.config.file=/tmp/x y"]},
      ["node_metrics_extra_args", "--flag or --flag=value"]),
     # Values written into unit files and the launcher (the unit_value_errors filter; its unit tests,
