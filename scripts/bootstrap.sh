@@ -5,7 +5,8 @@
 #   bash scripts/bootstrap.sh        everything `make test` runs
 #   bash scripts/bootstrap.sh demo   only what `make demo` runs: ansible-core and its pinned neighbours (the lines of
 #                                    requirements-dev.txt marked `# demo`), the collections; no test tooling
-#                                    (molecule, linters, pytest: a later full bootstrap adds them), no promtool or amtool
+#                                    (molecule, linters, pytest: a later full bootstrap adds them); promtool and amtool
+#                                    (play 1 checks the monitoring host's files with them)
 set -euo pipefail
 # shellcheck source=scripts/lab-env.sh
 . "$(dirname "$0")/lab-env.sh"
@@ -47,16 +48,10 @@ with zipfile.ZipFile(whl) as z:
 PY
   rm -rf "$tmp"
 fi
-if [ "$mode" = demo ]; then
-  step "bootstrap (demo) done"
-  exit 0
-fi
-# molecule/resources/create.yml imports molecule-plugins' podman create playbook by this fixed path.
-ln -sfn "$("$VENV/bin/python" -c 'import os, molecule_plugins.podman as m; print(os.path.dirname(m.__file__))')/playbooks" \
-  "$CACHE_DIR/molecule-podman-playbooks"
 # promtool and amtool from Debian's prometheus and prometheus-alertmanager packages, unpacked into the cache, never
-# installed (no service starts on this machine): tests/unit/prometheus runs `promtool check/test rules`, and play 1 of
-# site.yml checks the files fleet_prometheus would write with both (lab-env.sh puts them on the PATH).
+# installed (no service starts on this machine): play 1 of site.yml checks the files fleet_prometheus would write with
+# both (the demo's box is a monitoring host too; lab-env.sh puts them on the PATH), tests/unit/prometheus runs
+# `promtool check/test rules`.
 prom=$CACHE_DIR/prometheus
 if [ ! -x "$prom/usr/bin/promtool" ] || [ ! -x "$prom/usr/bin/amtool" ]; then
   step "promtool and amtool from Debian's prometheus and prometheus-alertmanager packages (apt-get download + dpkg -x into $prom)"
@@ -67,5 +62,12 @@ if [ ! -x "$prom/usr/bin/promtool" ] || [ ! -x "$prom/usr/bin/amtool" ]; then
   for deb in "$tmp"/*.deb; do dpkg -x "$deb" "$prom"; done
   rm -rf "$tmp"
 fi
+if [ "$mode" = demo ]; then
+  step "bootstrap (demo) done"
+  exit 0
+fi
+# molecule/resources/create.yml imports molecule-plugins' podman create playbook by this fixed path.
+ln -sfn "$("$VENV/bin/python" -c 'import os, molecule_plugins.podman as m; print(os.path.dirname(m.__file__))')/playbooks" \
+  "$CACHE_DIR/molecule-podman-playbooks"
 # The coding agents' CLIs (npm) are not here: only the e2e scenario runs them (scripts/agents.sh, its own stage).
 step "bootstrap done"
