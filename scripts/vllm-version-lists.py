@@ -101,21 +101,34 @@ def yaml_list(key, names):
     return "%s: [\n%s\n]\n" % (key, body)
 
 
-def render(release, dist, flags, parsers, today):
-    flags_text = (
+def render_flags(release, dist, flags, date):
+    return (
         "# vllm serve flags in vLLM %s (from `--help=all` of the %s %s build's API server module, the parser `vllm serve`\n"
         "# builds, %s; scripts/vllm-version-lists.py)\n"
         "# one flag a line; the CUDA build has the same CLI module. 'vllm serve --config FILE' reads these options from a "
-        "YAML file (keys are the flag names without '--', dashes or underscores).\n" % (release, dist, release, today)
+        "YAML file (keys are the flag names without '--', dashes or underscores).\n" % (release, dist, release, date)
         + "".join(flag + "\n" for flag in flags))
-    parsers_text = (
+
+
+def render_parsers(release, dist, parsers, date):
+    return (
         "---\n# Tool-call and reasoning parsers vLLM %s registers, written by scripts/vllm-version-lists.py from\n"
         "# the %s %s build (%s): vllm/tool_parsers/__init__.py and vllm/reasoning/__init__.py, the lazy registration\n"
         "# tables (the lists `vllm serve --help=all` shows for --tool-call-parser and --reasoning-parser). Which model\n"
         "# family gets which: vllm-parser-families.yml.\n"
-        'version: "%s"\n' % (release, dist, release, today, release)
+        'version: "%s"\n' % (release, dist, release, date, release)
         + "".join(yaml_list(key, parsers[key]) for key in TABLES))
-    return flags_text, parsers_text
+
+
+def dated(old, write, today):
+    """The text write(date) renders for a file whose current text is `old` (None: no file): the file as it is when only
+    its date would change (the date says when ITS list last changed, so --check compares the lists), else the new text
+    dated today. Each file keeps its own date."""
+    if old is not None:
+        found = re.search(r"\d{4}-\d{2}-\d{2}", old)
+        if found and write(found.group(0)) == old:
+            return old
+    return write(today)
 
 
 def versions_text(path, release):
@@ -148,19 +161,19 @@ def main(argv=None):
     parsers_path = os.path.join(args.dest, "vllm-%s-parsers.yml" % release)
     versions_path = os.path.join(args.dest, "vllm-versions.yml")
     today = datetime.date.today().isoformat()
-    # The date of an existing file is kept when its lists are the same (--check compares the lists, not the date).
-    for path in (flags_path, parsers_path):
-        if os.path.exists(path):
-            with open(path, encoding="utf-8") as handle:
-                old = re.search(r"\d{4}-\d{2}-\d{2}", handle.read())
-            today = old.group(0) if old else today
-            break
-    flags_text, parsers_text = render(release, dist, flags, parsers, today)
+
+    def current(path):
+        if not os.path.exists(path):
+            return None
+        with open(path, encoding="utf-8") as handle:
+            return handle.read()
+
+    flags_text = dated(current(flags_path), lambda date: render_flags(release, dist, flags, date), today)
+    parsers_text = dated(current(parsers_path), lambda date: render_parsers(release, dist, parsers, date), today)
     changed = []
     for path, text in ((flags_path, flags_text), (parsers_path, parsers_text),
                        (versions_path, versions_text(versions_path, release))):
-        old = open(path, encoding="utf-8").read() if os.path.exists(path) else None
-        if old != text:
+        if current(path) != text:
             changed.append(path)
             if not args.check:
                 with open(path, "w", encoding="utf-8") as handle:
