@@ -46,3 +46,30 @@ def test_vllm_service_sets_the_fact_after_its_restart_and_clears_it_first():
     assert note["listen"] == handlers[restart]["listen"] and note["when"] == handlers[restart]["when"]
     first = load("vllm_service", "tasks", "configure.yml")[0]
     assert first["ansible.builtin.set_fact"] == {"vllm_service_restarted": False}
+
+
+def _flat(role, filename):
+    """The tasks of roles/<role>/tasks/<filename> in the order they run, import_tasks and include_tasks opened."""
+    for task in load(role, "tasks", filename) or []:
+        imported = task.get("ansible.builtin.import_tasks") or task.get("ansible.builtin.include_tasks")
+        if isinstance(imported, dict):
+            imported = imported.get("file")
+        if imported:
+            yield from _flat(role, imported)
+        else:
+            yield task
+
+
+def test_vllm_service_notifies_every_restart_before_its_flush():
+    """vllm_verify measures the server vllm_service leaves: a restart notice after vllm_service's flush_handlers waits
+    for the next flush (another role's, or the play's end) and restarts the server after it was verified."""
+    tasks = list(_flat("vllm_service", "main.yml"))
+    flushes = [i for i, t in enumerate(tasks) if t.get("ansible.builtin.meta") == "flush_handlers"]
+    assert len(flushes) == 1, flushes
+    notices = [i for i, t in enumerate(tasks) if "vllm_service restart" in (t.get("notify") or [])
+               or t.get("notify") == "vllm_service restart"]
+    assert notices, "no task notifies vllm_service restart"
+    late = [tasks[i]["name"] for i in notices if i > flushes[0]]
+    assert late == [], late
+    names = [tasks[i]["name"] for i in notices]
+    assert "Restart on the venv vllm_install switched to, out of the routers first" in names
