@@ -186,20 +186,25 @@ def parse_context_error(message):
 
 
 def context_probe(endpoint, model, max_model_len, max_tokens=256, request_timeout=300.0, deadline=None):
-    """A prompt of (limit - max_tokens) token ids must be answered; one more must be refused.
+    """A prompt of (limit - max_tokens) token ids must be answered in full; a prompt one token over the limit must
+    be refused.
 
     ``fit.ok``: HTTP 200, the stream complete (``data: [DONE]``, no error event) with exactly
-    ``max_tokens`` output tokens. ``over.ok``: HTTP 400 whose message names the limit probed
-    (the parsed ``limit`` equals max_model_len). ``ok``: both; ``reason`` says what failed.
+    ``max_tokens`` output tokens: the whole context is served. ``over``: a prompt of limit + 1 token ids (one token
+    over the context even without output); ``over.ok``: HTTP 400 whose message names the limit probed (the parsed
+    ``limit`` equals max_model_len). Not a prompt that fits but leaves less than max_tokens for the output: vLLM 0.28.0
+    refuses that one, 0.32.0 answers it with the output cut to what the context leaves (get_max_tokens); both refuse
+    a prompt over the limit. ``ok``: both; ``reason`` says what failed.
     Returns {limit, max_tokens, ok, reason, fit: {...}, over: {...}}.
     """
     limit = int(max_model_len)
     fit_len = limit - int(max_tokens)
+    over_len = limit + 1
     fit = endpoint.stream_completion(
         completion_payload(model, context_prompt(fit_len), max_tokens), timeout=request_timeout, deadline=deadline,
     )
     over = endpoint.stream_completion(
-        completion_payload(model, context_prompt(fit_len + 1), max_tokens), timeout=request_timeout, deadline=deadline,
+        completion_payload(model, context_prompt(over_len), max_tokens), timeout=request_timeout, deadline=deadline,
     )
     parsed = parse_context_error(over.message) if over.status == 400 else parse_context_error("")
     fit_tokens = fit.output_tokens if fit.ok else None
@@ -222,7 +227,7 @@ def context_probe(endpoint, model, max_model_len, max_tokens=256, request_timeou
         "ok": over.status == 400 and parsed["limit"] == limit,
         "error": over.error,
         "message": over.message,
-        "sent_tokens": fit_len + 1,
+        "sent_tokens": over_len,
         "limit": parsed["limit"],
         "requested": parsed["requested"],
         "prompt_tokens": parsed["prompt_tokens"],

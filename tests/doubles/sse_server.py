@@ -87,6 +87,9 @@ class SseServerDouble(HttpDouble):
         self.silent_close = False       # hang up after each request without saying so (a stale keep-alive)
         self.short_by = 0               # stream this many tokens fewer than max_tokens (then usage and [DONE])
         self.limit_in_message = None    # the context length the 400 names (None: the real max_model_len)
+        # vLLM 0.32.0's length rule: a prompt that fits is answered with max_tokens cut to what the context leaves
+        # (get_max_tokens), only a prompt over max_model_len is refused. False: 0.28.0's (prompt + max_tokens over: 400).
+        self.clamp_output = False
         self.die_on_list_prompt = False  # die_after_chunks only for token-id prompts (the context probe)
         self.drop_requests = ()         # completion requests (0-based, in arrival order) hung up on before any answer
         self.drop_mode = "close"        # how: "close" (FIN, as a server closing an idle kept-alive connection) or "reset"
@@ -113,6 +116,12 @@ class SseServerDouble(HttpDouble):
                 "the length of the input prompt or the number of requested output tokens. (parameter=input_tokens, "
                 "value=%d)" % (self.limit_in_message or self.max_model_len, max_tokens, prompt_len, prompt_len + max_tokens,
                                prompt_len))
+
+    def over_context_message(self, prompt_len):
+        return ("This model's maximum context length is %d tokens. However, your prompt contains at least %d input "
+                "tokens, which exceeds this limit even without any output tokens. Please reduce the length of the input "
+                "prompt. (parameter=input_tokens, value=%d)" % (self.limit_in_message or self.max_model_len, prompt_len,
+                                                                 prompt_len))
 
     def _handler(self):
         double = self
@@ -189,7 +198,13 @@ class SseServerDouble(HttpDouble):
                 max_tokens = int(body.get("max_tokens") or double.default_tokens)
                 prompt = body.get("prompt", "")
                 prompt_len = len(prompt) if isinstance(prompt, list) else len(str(prompt).split())
-                if prompt_len + max_tokens > double.max_model_len:
+                if double.clamp_output and prompt_len > double.max_model_len:
+                    return self.send_json(400, {"error": {
+                        "message": double.over_context_message(prompt_len),
+                        "type": "BadRequestError", "param": "input_tokens", "code": 400}})
+                if double.clamp_output:
+                    max_tokens = min(max_tokens, double.max_model_len - prompt_len)
+                elif prompt_len + max_tokens > double.max_model_len:
                     return self.send_json(400, {"error": {
                         "message": double.over_limit_message(prompt_len, max_tokens),
                         "type": "BadRequestError", "param": "input_tokens", "code": 400}})

@@ -281,12 +281,27 @@ def test_context_probe_fit_and_over():
     assert ctx["fit"]["ttft_s"] > 0
     assert ctx["over"]["status"] == 400
     assert ctx["over"]["limit"] == 512
-    assert ctx["over"]["requested"] == 513
-    assert ctx["over"]["prompt_tokens"] == 449
+    assert ctx["over"]["requested"] == 577
+    assert ctx["over"]["prompt_tokens"] == 513 and ctx["over"]["sent_tokens"] == 513
     assert "maximum context length is 512 tokens" in ctx["over"]["message"]
-    assert [len(b["prompt"]) for b in ctx_bodies] == [448, 449]
+    # the whole context with max_tokens left for the output, then one token over the context itself
+    assert [len(b["prompt"]) for b in ctx_bodies] == [448, 513]
     assert set(ctx_bodies[0]["prompt"]) <= set(range(11, 31))
     assert result["errors_total"] == 0  # the expected 400 is not an error
+
+
+def test_context_probe_passes_on_vllm_0_32s_length_rule():
+    # vLLM 0.32.0 answers a prompt that fits with the output cut to what the context leaves (0.28.0 refused it): the
+    # probe's over prompt is over the context itself, which both refuse naming the limit (the upgrade proof's context
+    # gate failed on 0.32.0 with the old limit - max_tokens + 1 prompt: "one token over got 200, not 400")
+    with SseServerDouble(max_model_len=512, clamp_output=True) as double:
+        failed, result = probe(double, context_probe=True, max_tokens=64)
+    assert not failed, result
+    ctx = result["context"]
+    assert ctx["ok"] is True, ctx["reason"]
+    assert ctx["fit"]["output_tokens"] == 64
+    assert ctx["over"]["status"] == 400 and ctx["over"]["limit"] == 512 and ctx["over"]["prompt_tokens"] == 513
+    assert ctx["over"]["output_tokens"] is None and "even without any output tokens" in ctx["over"]["message"]
 
 
 def test_context_probe_a_limit_not_enforced_is_reported():
