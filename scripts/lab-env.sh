@@ -38,12 +38,15 @@ step() { printf '\n==> [%s] %s\n' "$(date +%H:%M:%S)" "$*"; }
 # steps it runs in the background).
 declare -a times=()
 timed() {
-  local label=$1 t0
+  local label=$1 t0 rc=0
   shift
   t0=$(date +%s)
   step "$label"
-  "$@"
+  # The command's status is returned (the step's time is kept either way): called as `timed ... || rc=$?`, set -e does
+  # not stop at a failing command inside, and the status was the array assignment's (always 0).
+  "$@" || rc=$?
   times+=("$(printf '%-58s %5ss' "$label" "$(( $(date +%s) - t0 ))")")
+  return "$rc"
 }
 # A script run inside a lab box (the benchmarks that measure on the box): `run_in_box BOX DIR SCRIPT [FILE...] --
 # ARGS...` copies SCRIPT and every FILE (paths in the checkout) into DIR in the box, runs `python3 DIR/SCRIPT ARGS...`

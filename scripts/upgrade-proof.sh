@@ -33,7 +33,7 @@ attempt() {
   # $@ and $0 below are the inner shell's, on purpose.
   # shellcheck disable=SC2016
   timed "$label" bash -c '"$@" >"$0" 2>&1' "$log" "$@" || rc=$?
-  verdicts+=("$label: rc $rc")
+  verdicts+=("$label: $([ "$rc" = 0 ] && echo passed || echo "FAILED (rc $rc)"), $(grep -c '^Upgrade rolled back' "$log" || true) rollback message(s); $(podman exec "$box" readlink /opt/vllm/venv)")
   grep -E 'vllm_verify FAILED|Upgrade rolled back|failed its gates|PASS|FAIL' "$log" | tail -6 || true
   cp "$log" "$REPO_ROOT/reports/upgrade-proof-$(echo "$label" | tr -c 'a-z0-9.\n' '-' | cut -c1-40).log"
   rm -f "$log"
