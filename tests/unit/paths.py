@@ -48,3 +48,14 @@ def tasks_of(items):
         yield item
         for key in ("pre_tasks", "tasks", "post_tasks", "handlers", "block", "rescue", "always"):
             yield from tasks_of(item.get(key))
+
+
+def load_script(name, path):
+    """A Python file that is not a module of the collection (a script, a test double, a file a role copies to the box,
+    a lab plugin), loaded by its path as module NAME."""
+    import importlib.util  # pylint: disable=import-outside-toplevel
+
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module

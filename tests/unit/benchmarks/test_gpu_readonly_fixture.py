@@ -7,7 +7,6 @@ states must follow from the raw readings stored beside it.
 """
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 from unittest import mock
@@ -21,20 +20,13 @@ from ansible_collections.gpuhost.inference.plugins.module_utils.nvidia_smi impor
 from ansible_collections.gpuhost.inference.plugins.modules import nvidia_gpu_info
 from ansible_collections.gpuhost.inference.tests.unit.module_harness import ExitJson, exit_json, fail_json
 from ansible_collections.gpuhost.inference.tests.unit.paths import FIXTURES as ALL_FIXTURES
-from ansible_collections.gpuhost.inference.tests.unit.paths import ROOT
+from ansible_collections.gpuhost.inference.tests.unit.paths import ROOT, load_script
 
 FIXTURES = os.path.join(ALL_FIXTURES, "gpu-readonly")
 SCRIPT = os.path.join(ROOT, "benchmarks", "gpu_readonly.py")
 
 
-def _load_script():
-    spec = importlib.util.spec_from_file_location("gpu_readonly", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-GR = _load_script()
+GR = load_script("gpu_readonly", SCRIPT)
 with open(os.path.join(FIXTURES, "gpu_readonly.json"), encoding="utf-8") as _handle:
     DATA = json.load(_handle)
 with open(os.path.join(FIXTURES, "gpu_readonly.txt"), encoding="utf-8") as _handle:

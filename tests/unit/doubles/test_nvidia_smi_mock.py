@@ -5,7 +5,6 @@ captured H200 output byte for byte once live values (power draw, timestamps) are
 """
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import pwd
@@ -19,7 +18,7 @@ import time
 import pytest
 
 from ansible_collections.gpuhost.inference.tests.unit.paths import FIXTURES as ALL_FIXTURES, read_fixture
-from ansible_collections.gpuhost.inference.tests.unit.paths import SMI_MOCK as MOCK
+from ansible_collections.gpuhost.inference.tests.unit.paths import SMI_MOCK as MOCK, load_script
 
 LIVE_FIELDS = ("power.draw", "power.draw.average", "power.draw.instant", "timestamp")
 H200_BUS = "00000000:00:06.0"
@@ -31,10 +30,7 @@ def fixture(name):
 
 
 def load_mock_module():
-    spec = importlib.util.spec_from_file_location("nvidia_smi_mock", MOCK)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script("nvidia_smi_mock", MOCK)
 
 
 def fixture_sections():

@@ -2,7 +2,6 @@
 process that was cached lives; a box that is stopping is refused, never cached."""
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import subprocess
@@ -11,11 +10,9 @@ import pytest
 
 from ansible.errors import AnsibleConnectionFailure
 
-from ansible_collections.gpuhost.inference.tests.unit.paths import TESTS
+from ansible_collections.gpuhost.inference.tests.unit.paths import TESTS, load_script
 
-SPEC = importlib.util.spec_from_file_location("lab_podman", os.path.join(TESTS, "lab", "connection_plugins", "lab_podman.py"))
-lab_podman = importlib.util.module_from_spec(SPEC)
-SPEC.loader.exec_module(lab_podman)
+lab_podman = load_script("lab_podman", os.path.join(TESTS, "lab", "connection_plugins", "lab_podman.py"))
 
 # (cached entry or None, the start times /proc gives by PID, podman inspect's PID, expected PID or the error's words)
 CASES = [

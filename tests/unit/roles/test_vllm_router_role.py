@@ -5,7 +5,6 @@ the router plays of playbooks/site.yml.
 """
 from __future__ import annotations
 
-import importlib.util
 import os
 import sys
 import types
@@ -15,16 +14,14 @@ import yaml
 from ansible.parsing.dataloader import DataLoader
 from ansible.template import Templar, trust_as_template
 
-from ansible_collections.gpuhost.inference.tests.unit.paths import ROOT, case_ids, load_cases
+from ansible_collections.gpuhost.inference.tests.unit.paths import ROOT, case_ids, load_cases, load_script
 from ansible_collections.gpuhost.inference.tests.unit.templating import trusted
 
 ROLE = os.path.join(ROOT, "roles", "vllm_router")
 DERIVED = load_cases("vllm_router_role_cases.yaml", "derived")
 FLAGS = load_cases("vllm_router_role_cases.yaml", "flags")
 
-_SPEC = importlib.util.spec_from_file_location("vllm_router_start", os.path.join(ROLE, "files", "vllm_router_start.py"))
-launcher = importlib.util.module_from_spec(_SPEC)
-_SPEC.loader.exec_module(launcher)
+launcher = load_script("vllm_router_start", os.path.join(ROLE, "files", "vllm_router_start.py"))
 
 
 def load(*parts):

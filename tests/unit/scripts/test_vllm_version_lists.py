@@ -4,25 +4,17 @@ Data-driven cases in tests/unit/data/vllm_version_lists_cases.yaml; the shipped 
 """
 from __future__ import annotations
 
-import importlib.util
 import os
 
 import pytest
 
-from ansible_collections.gpuhost.inference.tests.unit.paths import ROOT, case_ids, load_cases
+from ansible_collections.gpuhost.inference.tests.unit.paths import ROOT, case_ids, load_cases, load_script
 
 SCRIPT = os.path.join(ROOT, "scripts", "vllm-version-lists.py")
 FILES = os.path.join(ROOT, "roles", "vllm_service", "files")
 
 
-def _load_script():
-    spec = importlib.util.spec_from_file_location("vllm_version_lists", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-VL = _load_script()
+VL = load_script("vllm_version_lists", SCRIPT)
 PARSE = load_cases("vllm_version_lists_cases.yaml", "parse_help")
 DATED = load_cases("vllm_version_lists_cases.yaml", "dated")
 VERSIONS = load_cases("vllm_version_lists_cases.yaml", "versions")
