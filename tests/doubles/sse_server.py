@@ -118,10 +118,10 @@ class SseServerDouble(HttpDouble):
                                prompt_len))
 
     def over_context_message(self, prompt_len):
+        limit = self.limit_in_message or self.max_model_len
         return ("This model's maximum context length is %d tokens. However, your prompt contains at least %d input "
                 "tokens, which exceeds this limit even without any output tokens. Please reduce the length of the input "
-                "prompt. (parameter=input_tokens, value=%d)" % (self.limit_in_message or self.max_model_len, prompt_len,
-                                                                 prompt_len))
+                "prompt. (parameter=input_tokens, value=%d)" % (limit, prompt_len, prompt_len))
 
     def _handler(self):
         double = self
