@@ -11,6 +11,15 @@ PID and cgroup namespaces, with a clean environment, as root (the lab's boxes ar
 containers and the roles become root anyway); modules are piped to the box's python on stdin
 (pipelining), files go through a `cat` in the box. The box's own systemd runs every service;
 only the transport differs from ssh.
+
+Bytecode for the module payloads: a pipelined module is Ansible's AnsiballZ wrapper with the module and its
+module_utils in a zip, which the box's python imports with zipimport, compiling every file from source on every
+task (ansible.module_utils.basic and what it imports: ~115 ms of the ~170 ms a `ping` takes on the box). This
+plugin adds each file's bytecode to the zip (unchecked hash-based .pyc entries, which zipimport prefers to the
+source) once per payload on the controller (a cache file per payload hash and Python magic), and the wrapper runs
+unchanged: the same modules, the same module_utils, the same arguments. A box whose python has another magic
+number ignores the .pyc entries and compiles the sources as before. GPUHOST_LAB_BYTECODE=0 turns it off (the
+figures: benchmarks/lab_module_overhead.sh).
 """
 from __future__ import annotations
 
@@ -42,12 +51,18 @@ options:
       - name: ansible_pipelining
 """
 
+import base64
 import hashlib
+import importlib.util
+import io
 import json
+import marshal
 import os
+import re
 import shlex
 import subprocess
 import tempfile
+import zipfile
 
 from ansible.errors import AnsibleConnectionFailure, AnsibleError
 from ansible.module_utils.common.text.converters import to_bytes, to_native
@@ -60,6 +75,50 @@ display = Display()
 BOX_ENV = ["PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "HOME=/root",
            "LANG=C.UTF-8", "USER=root", "LOGNAME=root", "SHELL=/bin/sh"]
 NAMESPACES = ["--mount", "--uts", "--ipc", "--net", "--pid", "--cgroup"]
+
+
+# The payload argument of the AnsiballZ wrapper's main call: `zip_data='<base64>',` on a line of its own.
+ZIP_DATA = re.compile(rb"^zip_data='([A-Za-z0-9+/=]+)',$", re.M)
+
+
+def with_bytecode(zip_b64):
+    """The module zip (base64, as the wrapper carries it) with an unchecked hash-based .pyc beside each .py."""
+    out = io.BytesIO()
+    with zipfile.ZipFile(io.BytesIO(base64.b64decode(zip_b64))) as zin, \
+            zipfile.ZipFile(out, "w", zipfile.ZIP_STORED) as zout:
+        names = set(zin.namelist())
+        for info in zin.infolist():
+            body = zin.read(info)
+            zout.writestr(info, body)
+            if info.filename.endswith(".py") and info.filename + "c" not in names:
+                code = compile(body, info.filename, "exec", dont_inherit=True)
+                # PEP 552: magic, flags 0b01 (hash-based, not checked against the source), the source's hash, the code.
+                pyc = (importlib.util.MAGIC_NUMBER + (1).to_bytes(4, "little") + importlib.util.source_hash(body)
+                       + marshal.dumps(code))
+                zout.writestr(zipfile.ZipInfo(info.filename + "c", info.date_time), pyc)
+    return base64.b64encode(out.getvalue())
+
+
+def add_bytecode(in_data, cache_dir):
+    """The pipelined wrapper with its zip replaced by with_bytecode's (cached in cache_dir); other input as it is."""
+    if not in_data or b"_ANSIBALLZ_WRAPPER = True" not in in_data:
+        return in_data
+    match = ZIP_DATA.search(in_data)
+    if match is None:
+        return in_data
+    key = hashlib.sha256(importlib.util.MAGIC_NUMBER + match.group(1)).hexdigest()
+    path = os.path.join(cache_dir, key + ".b64")
+    try:
+        with open(path, "rb") as handle:
+            zip_b64 = handle.read()
+    except OSError:
+        zip_b64 = with_bytecode(match.group(1))
+        os.makedirs(cache_dir, mode=0o700, exist_ok=True)
+        tmp = "%s.%d" % (path, os.getpid())
+        with open(tmp, "wb") as handle:
+            handle.write(zip_b64)
+        os.replace(tmp, path)
+    return in_data[:match.start(1)] + zip_b64 + in_data[match.end(1):]
 
 
 def _start_time(pid):
@@ -137,6 +196,9 @@ class Connection(ConnectionBase):
     @ensure_connect
     def exec_command(self, cmd, in_data=None, sudoable=False):
         super().exec_command(cmd, in_data=in_data, sudoable=sudoable)
+        if os.environ.get("GPUHOST_LAB_BYTECODE", "1") != "0":
+            in_data = add_bytecode(in_data, os.path.join(tempfile.gettempdir(), "lab_podman-%d" % os.getuid(),
+                                                         "bytecode"))
         return self._nsenter(shlex.split(to_native(cmd, errors="surrogate_or_strict")), in_data)
 
     # Files go through a `cat` in the box, so that paths (and their symlinks) resolve there.
