@@ -29,6 +29,12 @@ export CONTAINERS_CONF=$LAB_STATE/cfg/containers.conf
 export CONTAINERS_STORAGE_CONF=$LAB_STATE/cfg/storage.conf
 export ANSIBLE_CONFIG=$REPO_ROOT/ansible.cfg
 export ANSIBLE_INJECT_FACT_VARS=false
+# Bytecode for what the controller imports from source files: Ansible loads the collection's filter and lookup
+# plugins in every forked worker, once per task, and without bytecode compiles them there each time (a tenth of
+# the bad-input matrix's CPU). An environment that turns bytecode off (PYTHONDONTWRITEBYTECODE) gets it back here,
+# written under CACHE_DIR, not beside the sources.
+unset PYTHONDONTWRITEBYTECODE
+export PYTHONPYCACHEPREFIX=$CACHE_DIR/pycache
 # promtool and amtool (scripts/bootstrap.sh): play 1 checks the files fleet_prometheus would write with them.
 export PATH=$VENV/bin:$CACHE_DIR/prometheus/usr/bin:$PATH
 export REPO_ROOT CACHE_DIR GPUHOST_CACHE LAB_STATE LAB_IMAGE VENV WHEELHOUSE_CPU WHEELHOUSE_DOUBLE WHEELHOUSE_ROUTER TINY_MODEL APT_POOL

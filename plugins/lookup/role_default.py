@@ -44,6 +44,8 @@ from ansible.errors import AnsibleLookupError
 from ansible.module_utils.common.text.converters import to_native
 from ansible.plugins.lookup import LookupBase
 
+from ansible_collections.gpuhost.inference.plugins.module_utils.gpuhost_values import read_role_yaml
+
 try:
     from ansible.template import trust_as_template
 except ImportError:  # ansible-core < 2.19: every string is a template already
@@ -68,8 +70,7 @@ def read_defaults(name, roles_dir=ROLES_DIR):
     role = owner_role(name, roles)
     path = os.path.join(roles_dir, role, "defaults", "main.yml")
     try:
-        with open(path, encoding="utf-8") as handle:
-            defaults = yaml.safe_load(handle) or {}
+        defaults = read_role_yaml(path)
     except (OSError, yaml.YAMLError) as exc:
         raise AnsibleLookupError(f"role_default: cannot read {role}'s defaults: {to_native(exc)}") from exc
     if name not in defaults:

@@ -81,44 +81,52 @@ NAMESPACES = ["--mount", "--uts", "--ipc", "--net", "--pid", "--cgroup"]
 ZIP_DATA = re.compile(rb"^zip_data='([A-Za-z0-9+/=]+)',$", re.M)
 
 
-def with_bytecode(zip_b64):
-    """The module zip (base64, as the wrapper carries it) with an unchecked hash-based .pyc beside each .py."""
-    out = io.BytesIO()
-    with zipfile.ZipFile(io.BytesIO(base64.b64decode(zip_b64))) as zin, \
-            zipfile.ZipFile(out, "w", zipfile.ZIP_STORED) as zout:
-        names = set(zin.namelist())
-        for info in zin.infolist():
+def bytecode_entries(zin):
+    """{name.pyc: bytecode} for each .py of the open zip without one: unchecked hash-based .pyc (PEP 552: magic,
+    flags 0b01, the source's hash, the code), which zipimport prefers to the source beside it."""
+    names = set(zin.namelist())
+    entries = {}
+    for info in zin.infolist():
+        if info.filename.endswith(".py") and info.filename + "c" not in names:
             body = zin.read(info)
-            zout.writestr(info, body)
-            if info.filename.endswith(".py") and info.filename + "c" not in names:
-                code = compile(body, info.filename, "exec", dont_inherit=True)
-                # PEP 552: magic, flags 0b01 (hash-based, not checked against the source), the source's hash, the code.
-                pyc = (importlib.util.MAGIC_NUMBER + (1).to_bytes(4, "little") + importlib.util.source_hash(body)
-                       + marshal.dumps(code))
-                zout.writestr(zipfile.ZipInfo(info.filename + "c", info.date_time), pyc)
-    return base64.b64encode(out.getvalue())
+            code = compile(body, info.filename, "exec", dont_inherit=True)
+            entries[info.filename + "c"] = (importlib.util.MAGIC_NUMBER + (1).to_bytes(4, "little")
+                                           + importlib.util.source_hash(body) + marshal.dumps(code))
+    return entries
 
 
 def add_bytecode(in_data, cache_dir):
-    """The pipelined wrapper with its zip replaced by with_bytecode's (cached in cache_dir); other input as it is."""
+    """The pipelined wrapper with bytecode_entries added to its zip (the zip's own entries unchanged); other input as
+    it is. The entries are cached in cache_dir by the zip's contents (names and bytes: every run stamps its zips with
+    its own start time) and this python's magic number."""
     if not in_data or b"_ANSIBALLZ_WRAPPER = True" not in in_data:
         return in_data
     match = ZIP_DATA.search(in_data)
     if match is None:
         return in_data
-    key = hashlib.sha256(importlib.util.MAGIC_NUMBER + match.group(1)).hexdigest()
-    path = os.path.join(cache_dir, key + ".b64")
-    try:
-        with open(path, "rb") as handle:
-            zip_b64 = handle.read()
-    except OSError:
-        zip_b64 = with_bytecode(match.group(1))
-        os.makedirs(cache_dir, mode=0o700, exist_ok=True)
-        tmp = "%s.%d" % (path, os.getpid())
-        with open(tmp, "wb") as handle:
-            handle.write(zip_b64)
-        os.replace(tmp, path)
-    return in_data[:match.start(1)] + zip_b64 + in_data[match.end(1):]
+    raw = base64.b64decode(match.group(1))
+    with zipfile.ZipFile(io.BytesIO(raw)) as zin:
+        digest = hashlib.sha256(importlib.util.MAGIC_NUMBER)
+        for info in zin.infolist():
+            digest.update(info.filename.encode("utf-8") + b"\0" + zin.read(info) + b"\0")
+        path = os.path.join(cache_dir, digest.hexdigest() + ".zip")
+        try:
+            with zipfile.ZipFile(path) as cached:
+                entries = {name: cached.read(name) for name in cached.namelist()}
+        except (OSError, zipfile.BadZipFile):
+            entries = bytecode_entries(zin)
+            os.makedirs(cache_dir, mode=0o700, exist_ok=True)
+            tmp = "%s.%d" % (path, os.getpid())
+            with zipfile.ZipFile(tmp, "w") as cache:
+                for name, body in entries.items():
+                    cache.writestr(name, body)
+            os.replace(tmp, path)
+        stamps = {info.filename: info.date_time for info in zin.infolist()}
+    out = io.BytesIO(raw)
+    with zipfile.ZipFile(out, "a") as zout:
+        for name, body in entries.items():
+            zout.writestr(zipfile.ZipInfo(name, stamps.get(name[:-1], (1980, 1, 1, 0, 0, 0))), body)
+    return in_data[:match.start(1)] + base64.b64encode(out.getvalue()) + in_data[match.end(1):]
 
 
 def _start_time(pid):

@@ -86,11 +86,11 @@ module='pkg.mod',
 '''
 
 
-def _payload(files):
+def _payload(files, stamp=(2026, 12, 6, 8, 0, 0)):
     out = io.BytesIO()
     with zipfile.ZipFile(out, "w") as zf:
         for name, body in files.items():
-            zf.writestr(name, body)
+            zf.writestr(zipfile.ZipInfo(name, stamp), body)
     return (WRAPPER % base64.b64encode(out.getvalue()).decode()).encode()
 
 
@@ -127,17 +127,14 @@ def test_zipimport_prefers_the_added_bytecode(tmp_path):
     files = {"pkg/__init__.py": "", "pkg/mod.py": "ORIGIN = 'source'\n"}
     in_data = _payload(files)
     out = lab_podman.add_bytecode(in_data, str(tmp_path))
-    # swap the module's bytecode for that of another source, keeping the zip otherwise as add_bytecode made it
+    # the cached bytecode of the module swapped for that of another source
     cache = next(tmp_path.iterdir())
-    zin = zipfile.ZipFile(io.BytesIO(base64.b64decode(cache.read_bytes())))
-    buf = io.BytesIO()
-    with zipfile.ZipFile(buf, "w") as zout:
-        for info in zin.infolist():
-            body = zin.read(info)
-            if info.filename == "pkg/mod.pyc":
-                body = body[:16] + marshal.dumps(compile("ORIGIN = 'bytecode'\n", "pkg/mod.py", "exec"))
-            zout.writestr(info, body)
-    cache.write_bytes(base64.b64encode(buf.getvalue()))
+    with zipfile.ZipFile(cache) as zin:
+        entries = {name: zin.read(name) for name in zin.namelist()}
+    entries["pkg/mod.pyc"] = entries["pkg/mod.pyc"][:16] + marshal.dumps(compile("ORIGIN = 'bytecode'\n", "pkg/mod.py", "exec"))
+    with zipfile.ZipFile(cache, "w") as zout:
+        for name, body in entries.items():
+            zout.writestr(name, body)
     assert _run(lab_podman.add_bytecode(in_data, str(tmp_path))) == ["bytecode", "zipimporter"]
     assert out.replace(lab_podman.ZIP_DATA.search(out).group(1), b"") == \
         in_data.replace(lab_podman.ZIP_DATA.search(in_data).group(1), b"")
@@ -156,8 +153,15 @@ def test_bytecode_of_another_python_is_ignored(tmp_path, monkeypatch):
 def test_the_cache_answers_the_second_time(tmp_path, monkeypatch):
     in_data = _payload({"pkg/__init__.py": "", "pkg/mod.py": "ORIGIN = 'source'\n"})
     first = lab_podman.add_bytecode(in_data, str(tmp_path))
-    monkeypatch.setattr(lab_podman, "with_bytecode", lambda _zip: pytest.fail("compiled again"))
+    monkeypatch.setattr(lab_podman, "bytecode_entries", lambda _zip: pytest.fail("compiled again"))
     assert lab_podman.add_bytecode(in_data, str(tmp_path)) == first
+    # the next run's zip: the same files stamped with that run's start time
+    later = _payload({"pkg/__init__.py": "", "pkg/mod.py": "ORIGIN = 'source'\n"}, stamp=(2026, 12, 6, 9, 30, 0))
+    out = lab_podman.add_bytecode(later, str(tmp_path))
+    assert _run(out) == ["source", "zipimporter"]
+    with zipfile.ZipFile(io.BytesIO(base64.b64decode(lab_podman.ZIP_DATA.search(out).group(1)))) as zin:
+        assert {info.date_time for info in zin.infolist()} == {(2026, 12, 6, 9, 30, 0)}
+    assert len(list(tmp_path.iterdir())) == 1
 
 
 @pytest.mark.parametrize("in_data", [None, b"", b"echo hi\n", b"_ANSIBALLZ_WRAPPER = True\nno payload line\n"],
