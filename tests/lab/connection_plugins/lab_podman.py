@@ -90,8 +90,8 @@ def bytecode_entries(zin):
         if info.filename.endswith(".py") and info.filename + "c" not in names:
             body = zin.read(info)
             code = compile(body, info.filename, "exec", dont_inherit=True)
-            entries[info.filename + "c"] = (importlib.util.MAGIC_NUMBER + (1).to_bytes(4, "little")
-                                           + importlib.util.source_hash(body) + marshal.dumps(code))
+            header = importlib.util.MAGIC_NUMBER + (1).to_bytes(4, "little") + importlib.util.source_hash(body)
+            entries[info.filename + "c"] = header + marshal.dumps(code)
     return entries
 
 
