@@ -18,10 +18,10 @@ if [ "${stages[0]}" = all ]; then
 fi
 declare -a report=()
 # One scenario, its output in a log file; prints the log and a one-line result when it ends.
-scenario() {
-  local s=$1 log=reports/logs/molecule-$1.log t0 rc
+scenario() {  # scenario NAME [NICENESS]
+  local s=$1 prio=${2:-0} log=reports/logs/molecule-$1.log t0 rc
   t0=$(date +%s)
-  molecule test -s "$s" >"$log" 2>&1
+  nice -n "$prio" molecule test -s "$s" >"$log" 2>&1
   rc=$?
   step "molecule $s: $([ $rc -eq 0 ] && echo ok || echo "FAILED rc=$rc") in $(( $(date +%s) - t0 )) s (log $log)"
   cat "$log"
@@ -46,6 +46,8 @@ scenario_summary() {
 }
 # Both scenarios start as soon as their inputs exist, e2e (the real vLLM, the long pole) first, and run beside
 # lint, sanity, the unit tests and the build check (which need neither); their results are waited for at the end.
+# `default` runs at a slightly lower CPU priority than e2e (nice 4): on two cores they compete for the CPU the whole
+# time, and default ends minutes before e2e otherwise.
 declare -A bg_pid=()
 molecule_start() {
   local s
@@ -53,7 +55,7 @@ molecule_start() {
   : >reports/logs/molecule-results.txt
   for s in e2e default; do
     step "molecule $s in the background (log reports/logs/molecule-$s.log); the other stages beside it"
-    scenario "$s" >/dev/null &
+    scenario "$s" "$([ "$s" = default ] && echo 4 || echo 0)" >/dev/null &
     bg_pid[$s]=$!
   done
 }
@@ -134,7 +136,7 @@ stage_commands() {
     setup) setup_parallel ;;
     # lint, sanity, the unit tests and the build check need neither the lab nor its inputs: one lane beside the set-up
     # and the scenarios, at a lower CPU priority (the scenarios are the long pole), waited for at the end.
-    checks-start) lane_start checks 10 lint sanity unit build ;;
+    checks-start) lane_start checks 19 lint sanity unit build ;;
     checks-wait) lane_wait checks ;;
     molecule-start) molecule_start ;;
     molecule) molecule_parallel ;;
@@ -144,11 +146,6 @@ stage_commands() {
     *) echo "unknown stage $name" >&2; return 2 ;;
   esac
 }
-# A check's commands at a lower CPU priority, in a bash of their own given stage_commands' definition (a check
-# needs none of this shell's state).
-nice_stage() {
-  nice -n 10 bash -c "$(declare -f stage_commands); stage_commands $1"
-}
 failed_stage_logs=()
 run_stage() {
   local name=$1 t0 rc log=reports/logs/stage-$1.log
@@ -156,9 +153,6 @@ run_stage() {
   step "stage $name"
   case $name in
     setup|checks-start|checks-wait|molecule-start|molecule|molecule-wait) stage_commands "$name" ;;
-    # The checks beside running scenarios yield the CPU to them (niced): the scenarios are the long pole.
-    lint|sanity|unit|build) mkdir -p reports/logs
-      if [ ${#bg_pid[@]} -gt 0 ]; then nice_stage "$name"; else stage_commands "$name"; fi 2>&1 | tee "$log" ;;
     *) mkdir -p reports/logs; stage_commands "$name" 2>&1 | tee "$log" ;;
   esac
   rc=$?
