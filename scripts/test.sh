@@ -136,7 +136,7 @@ stage_commands() {
     setup) setup_parallel ;;
     # lint, sanity, the unit tests and the build check need neither the lab nor its inputs: one lane beside the set-up
     # and the scenarios, at a lower CPU priority (the scenarios are the long pole), waited for at the end.
-    checks-start) lane_start checks 19 lint sanity unit build ;;
+    checks-start) lane_start checks 10 lint sanity unit build ;;
     checks-wait) lane_wait checks ;;
     molecule-start) molecule_start ;;
     molecule) molecule_parallel ;;
