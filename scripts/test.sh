@@ -18,10 +18,10 @@ if [ "${stages[0]}" = all ]; then
 fi
 declare -a report=()
 # One scenario, its output in a log file; prints the log and a one-line result when it ends.
-scenario() {  # scenario NAME [NICENESS]
-  local s=$1 prio=${2:-0} log=reports/logs/molecule-$1.log t0 rc
+scenario() {
+  local s=$1 log=reports/logs/molecule-$1.log t0 rc
   t0=$(date +%s)
-  nice -n "$prio" molecule test -s "$s" >"$log" 2>&1
+  molecule test -s "$s" >"$log" 2>&1
   rc=$?
   step "molecule $s: $([ $rc -eq 0 ] && echo ok || echo "FAILED rc=$rc") in $(( $(date +%s) - t0 )) s (log $log)"
   cat "$log"
@@ -46,8 +46,6 @@ scenario_summary() {
 }
 # Both scenarios start as soon as their inputs exist, e2e (the real vLLM, the long pole) first, and run beside
 # lint, sanity, the unit tests and the build check (which need neither); their results are waited for at the end.
-# `default` runs at a slightly lower CPU priority than e2e (nice 4): on two cores they compete for the CPU the whole
-# time, and default ends minutes before e2e otherwise.
 declare -A bg_pid=()
 molecule_start() {
   local s
@@ -55,7 +53,7 @@ molecule_start() {
   : >reports/logs/molecule-results.txt
   for s in e2e default; do
     step "molecule $s in the background (log reports/logs/molecule-$s.log); the other stages beside it"
-    scenario "$s" "$([ "$s" = default ] && echo 4 || echo 0)" >/dev/null &
+    scenario "$s" >/dev/null &
     bg_pid[$s]=$!
   done
 }
