@@ -16,7 +16,7 @@ Bytecode for the module payloads: a pipelined module is Ansible's AnsiballZ wrap
 module_utils in a zip, which the box's python imports with zipimport, compiling every file from source on every
 task (ansible.module_utils.basic and what it imports: ~115 ms of the ~170 ms a `ping` takes on the box). This
 plugin adds each file's bytecode to the zip (unchecked hash-based .pyc entries, which zipimport prefers to the
-source) once per payload on the controller (a cache file per payload hash and Python magic), and the wrapper runs
+source) once per payload on the controller (cached by the zip's contents and Python's magic number), and the wrapper runs
 unchanged: the same modules, the same module_utils, the same arguments. A box whose python has another magic
 number ignores the .pyc entries and compiles the sources as before. GPUHOST_LAB_BYTECODE=0 turns it off (the
 figures: benchmarks/lab_module_overhead.sh).
@@ -125,7 +125,7 @@ def add_bytecode(in_data, cache_dir):
     out = io.BytesIO(raw)
     with zipfile.ZipFile(out, "a") as zout:
         for name, body in entries.items():
-            zout.writestr(zipfile.ZipInfo(name, stamps.get(name[:-1], (1980, 1, 1, 0, 0, 0))), body)
+            zout.writestr(zipfile.ZipInfo(name, stamps[name[:-1]]), body)
     return in_data[:match.start(1)] + base64.b64encode(out.getvalue()) + in_data[match.end(1):]
 
 
