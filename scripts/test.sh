@@ -17,11 +17,35 @@ if [ "${stages[0]}" = all ]; then
   stages=(bootstrap checks-start setup molecule-start molecule checks-wait)
 fi
 declare -a report=()
+# `own_group NICENESS CMD...`: CMD in a session of its own, waited for. The kernel (sched_autogroup_enabled, on in
+# Debian's kernels) shares the CPU between sessions first, then between the processes of a session, and a nice value
+# counts only inside its session: with every lane in this script's session, e2e's one task at a time shared that
+# session's half of the CPU with default's forked workers (four boxes, the bad-input matrix's 74) and the checks,
+# while each service in the boxes (vLLM, the doubles) had a session, and a share, of its own. NICENESS is set on the
+# session (/proc/self/autogroup) and on CMD. Its PID (the session's) goes to reports/logs/sessions.pids: an
+# interrupted run ends every session it started (stop_sessions).
+own_group() {
+  local prio=$1 pid
+  shift
+  # shellcheck disable=SC2016 # $0 and $@ are the inner shell's
+  setsid nice -n "$prio" bash -c 'echo "$0" >/proc/self/autogroup 2>/dev/null; exec "$@"' "$prio" "$@" &
+  pid=$!
+  echo "$pid" >>"$REPO_ROOT/reports/logs/sessions.pids"
+  wait "$pid"
+}
+# shellcheck disable=SC2329 # the trap below calls it
+stop_sessions() {
+  local pid
+  [ -f "$REPO_ROOT/reports/logs/sessions.pids" ] || return 0
+  while read -r pid; do
+    kill -TERM -- "-$pid" 2>/dev/null
+  done <"$REPO_ROOT/reports/logs/sessions.pids"
+}
 # One scenario, its output in a log file; prints the log and a one-line result when it ends.
 scenario() {
   local s=$1 log=reports/logs/molecule-$1.log t0 rc
   t0=$(date +%s)
-  molecule test -s "$s" >"$log" 2>&1
+  own_group 0 molecule test -s "$s" >"$log" 2>&1
   rc=$?
   step "molecule $s: $([ $rc -eq 0 ] && echo ok || echo "FAILED rc=$rc") in $(( $(date +%s) - t0 )) s (log $log)"
   cat "$log"
@@ -82,7 +106,7 @@ lane_start() {  # lane_start NAME NICENESS STAGE...
   mkdir -p reports/logs
   lane_stages[$name]="$*"
   step "lane $name in the background: $* (log reports/logs/lane-$name.log)"
-  nice -n "$prio" bash "$REPO_ROOT/scripts/test.sh" "$@" >"reports/logs/lane-$name.log" 2>&1 &
+  GPUHOST_TEST_LANE=$name own_group "$prio" bash "$REPO_ROOT/scripts/test.sh" "$@" >"reports/logs/lane-$name.log" 2>&1 &
   lane_pid[$name]=$!
 }
 lane_wait() {  # lane_wait NAME -> the lane's status
@@ -161,6 +185,13 @@ run_stage() {
   return $rc
 }
 rc=0
+mkdir -p reports/logs
+# The sessions (own_group) of an earlier run are gone with it; a run interrupted here (Ctrl-C, CI's timeout) ends its
+# own, which its terminal's signal does not reach.
+if [ -z "${GPUHOST_TEST_LANE:-}" ]; then
+  : >reports/logs/sessions.pids
+  trap 'stop_sessions; exit 130' INT TERM
+fi
 # A failed set-up stage stops the run; a failed check (lint, sanity, unit, build) does not: the
 # molecule scenarios still run, so one CI run reports every failure.
 for s in "${stages[@]}"; do
