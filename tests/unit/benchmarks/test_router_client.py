@@ -38,10 +38,12 @@ def test_bench_compares_the_router_with_the_box_at_each_concurrency(tmp_path, ca
         for side in ("direct", "router"):
             assert row[side]["requests"] == 6 and row[side]["failed"] == 0, row
             assert row[side]["tokens_per_s"] > 0, row
-        # the router double answers its first token 30 ms later: the added TTFT says so
-        assert row["added_ttft_p50_ms"] >= 25, row
+        # the router double holds every first token 30 ms: a floor of the router side's TTFT (no upper bound on either
+        # side is asserted: the machine's load sets those)
+        assert row["router"]["ttft_p50_ms"] >= 30 and row["router"]["ttft_p95_ms"] >= 30, row
         assert row["added_ttft_p50_ms"] == round(row["router"]["ttft_p50_ms"] - row["direct"]["ttft_p50_ms"], 2)
-        assert 0 < row["throughput_ratio"] < 1.5, row
+        assert row["added_ttft_p95_ms"] == round(row["router"]["ttft_p95_ms"] - row["direct"]["ttft_p95_ms"], 2)
+        assert row["throughput_ratio"] == round(row["router"]["tokens_per_s"] / row["direct"]["tokens_per_s"], 3)
     assert all(b["stream"] and b["max_tokens"] == 8 and b["model"] == "tiny-double" for b in bodies)
     table = capsys.readouterr().out
     assert "| 1 |" in table and "| 3 |" in table and "| 0 / 0 |" in table
