@@ -17,13 +17,9 @@ if [ "${stages[0]}" = all ]; then
   stages=(bootstrap checks-start setup molecule-start molecule checks-wait)
 fi
 declare -a report=()
-# `own_group NICENESS CMD...`: CMD in a session of its own, waited for. The kernel (sched_autogroup_enabled, on in
-# Debian's kernels) shares the CPU between sessions first, then between the processes of a session, and a nice value
-# counts only inside its session: with every lane in this script's session, e2e's one task at a time shared that
-# session's half of the CPU with default's forked workers (four boxes, the bad-input matrix's 74) and the checks,
-# while each service in the boxes (vLLM, the doubles) had a session, and a share, of its own. NICENESS is set on the
-# session (/proc/self/autogroup) and on CMD. Its PID (the session's) goes to reports/logs/sessions.pids: an
-# interrupted run ends every session it started (stop_sessions).
+# `own_group NICENESS CMD...`: CMD in a session of its own at NICENESS (set on the session, /proc/self/autogroup, and
+# on CMD), waited for: the kernel shares the CPU between sessions first (docs/development.md says why that matters).
+# Its PID (the session's) goes to reports/logs/sessions.pids: an interrupted run ends each one (stop_sessions).
 own_group() {
   local prio=$1 pid
   shift
@@ -76,7 +72,6 @@ scenario_summary() {
 declare -A bg_pid=()
 molecule_start() {
   local s
-  mkdir -p reports/logs
   : >reports/logs/molecule-results.txt
   for s in e2e default; do
     step "molecule $s in the background (log reports/logs/molecule-$s.log); the other stages beside it"
@@ -106,7 +101,6 @@ declare -A lane_pid=() lane_stages=()
 lane_start() {  # lane_start NAME NICENESS STAGE...
   local name=$1 prio=$2
   shift 2
-  mkdir -p reports/logs
   lane_stages[$name]="$*"
   step "lane $name in the background: $* (log reports/logs/lane-$name.log)"
   GPUHOST_TEST_LANE=$name own_group "$prio" bash "$REPO_ROOT/scripts/test.sh" "$@" >"reports/logs/lane-$name.log" 2>&1 &
@@ -178,7 +172,7 @@ run_stage() {
   step "stage $name"
   case $name in
     setup|checks-start|checks-wait|molecule-start|molecule|molecule-wait) stage_commands "$name" ;;
-    *) mkdir -p reports/logs; stage_commands "$name" 2>&1 | tee "$log" ;;
+    *) stage_commands "$name" 2>&1 | tee "$log" ;;
   esac
   rc=$?
   [ $rc -eq 0 ] || [ ! -f "$log" ] || failed_stage_logs+=("$name:$log")
@@ -188,6 +182,7 @@ run_stage() {
   return $rc
 }
 rc=0
+# Every stage's log, the lanes' and the scenarios' go to reports/logs.
 mkdir -p reports/logs
 # The sessions (own_group) of an earlier run are gone with it; a run interrupted here (Ctrl-C, CI's timeout) ends its
 # own, which its terminal's signal does not reach.

@@ -17,10 +17,10 @@ RC = load_script("router_client", os.path.join(ROOT, "benchmarks", "router_clien
 KEY = "lab-router-key"
 
 
-def _bench(direct, router, tmp_path, *extra):
+def _bench(direct, router, tmp_path):
     out = tmp_path / "bench.json"
     rc = RC.main(["bench", "--direct", direct.url, "--router", router.url, "--key", KEY, "--model", "tiny-double",
-                  "--concurrency", "1", "3", "--requests", "6", "--max-tokens", "8", "--out", str(out), *extra])
+                  "--concurrency", "1", "3", "--requests", "6", "--max-tokens", "8", "--out", str(out)])
     return rc, json.loads(out.read_text(encoding="utf-8"))
 
 
