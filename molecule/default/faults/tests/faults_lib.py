@@ -29,10 +29,11 @@ def playbook_env() -> dict:
     return env
 
 
-def run_playbook(inventory: str, *args: str, timeout: int = 900, playbook: str = "") -> subprocess.CompletedProcess:
+def run_playbook(inventory: str, *args: str, timeout: int = 900, playbook: str = "",
+                 env: dict | None = None) -> subprocess.CompletedProcess:
     cmd = [os.path.join(BIN, "ansible-playbook"), "-i", inventory, playbook or os.path.join(REPO, "site.yml"), *args]
-    return subprocess.run(cmd, cwd=REPO, env=playbook_env(), capture_output=True, text=True, timeout=timeout,
-                          check=False)
+    return subprocess.run(cmd, cwd=REPO, env={**playbook_env(), **(env or {})}, capture_output=True, text=True,
+                          timeout=timeout, check=False)
 
 
 def inventory(tmp_path, name: str) -> str:
