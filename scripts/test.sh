@@ -61,8 +61,10 @@ scenario_summary() {
     log=reports/logs/molecule-$s.log
     printf '  %-8s %s in %s s; per action (profile_tasks, pytest): %s\n' "$s" \
       "$([ "$rc" -eq 0 ] && echo ok || echo "FAILED rc=$rc")" "$secs" "$(awk '
-        /INFO +\[.* > [a-z_]+\] Executing/ { match($0, /> [a-z_]+\]/); a = substr($0, RSTART + 2, RLENGTH - 3) }
-        /^TASKS RECAP/ { getline; n = split($0, f, " "); printf "%s %s, ", a, f[n - 1] }
+        { gsub(/\033\[[0-9;]*m/, "") }
+        /^INFO .*: Executing/ { a = $0; sub(/: Executing.*/, "", a); sub(/.* /, "", a) }
+        /TASKS RECAP/ { recap = 1; next }
+        recap && /\+0000 \(/ { recap = 0; split($NF, t, ":"); printf "%s %d s, ", a, t[1] * 3600 + t[2] * 60 + t[3] }
         /=+ .*(passed|failed).* in [0-9.]+s/ { match($0, /in [0-9.]+s/); printf "%s pytest %s, ", a, substr($0, RSTART + 3, RLENGTH - 3) }
       ' "$log")"
   done <reports/logs/molecule-results.txt
@@ -217,11 +219,20 @@ brief() {
     function flush() { printf "%s", buf; buf = "" }
     function out(text) { buf = buf text "\n" }
     { gsub(/\033\]8;;[^\033]*\033\\/, ""); gsub(/\033\[[0-9;]*m/, "") }
-    /^INFO +\[[^]]+\] Executing *$/ { flush(); next }
-    /^INFO +\[[^]]+\] Executed: Successful/ { buf = ""; next }
+    # molecule actions: "INFO     <scenario> ➜ <action>: Executing", "... Executed: Successful"; what an action
+    # runs is framed, each line behind "  │ " (long lines folded onto "  │   ").
+    /^INFO +.*: Executing *$/ { flush(); next }
+    /^INFO +.*: Executed: Successful/ { buf = ""; next }
+    { sub(/^ *│ ?/, "") }
     /^TASK \[/ { task = $0; sub(/ \*+$/, "", task) }
+    # a failed task: its result as JSON on the line, or as YAML below it (callback_result_format yaml): the msg line
+    pending == 2 { why = $0; sub(/^ +/, "", why); out("    " task " msg: " why); pending = 0; next }
+    pending && /^ +msg: [|>][-+]?$/ { pending = 2; next }
+    pending && /^ +msg: / { why = $0; sub(/^ +/, "", why); out("    " task " " why); pending = 0; next }
+    pending && /^[^ ]/ { out("    " task); pending = 0 }
     /^(fatal|failed): \[.*FAILED!/ {
       line = $0; sub(/^[^{]*/, "", line); why = line
+      if (line == "") { pending = 1; next }
       if (match(line, /"msg": "([^"\\]|\\.)*"/)) why = substr(line, RSTART, RLENGTH)
       if (match(line, /"stderr": "([^"\\]|\\.)+"/)) why = why " " substr(line, RSTART, 160)
       out("    " task " " why); next
