@@ -13,8 +13,13 @@ import json
 import os
 import pwd
 import subprocess
+import sys
 import threading
 import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path[:0] = [HERE, os.path.join(HERE, "..", "tests", "integration")]
+from lab_checks import wait  # noqa: E402  pylint: disable=wrong-import-position
 
 DROPIN_DIR = "/run/systemd/system/vllm.service.d"
 DROPIN = DROPIN_DIR + "/90-gpuhost-bench-affinity.conf"
@@ -49,10 +54,8 @@ def restart(port: int, uid: int) -> dict:
     start = time.monotonic()
     subprocess.run(["systemctl", "restart", "vllm.service"], check=True)
     time.sleep(1)
-    while not healthy(port):
-        if time.monotonic() - start > 600:
-            raise SystemExit("vllm.service did not serve within 600 s")
-        time.sleep(0.2)
+    if not wait(lambda: healthy(port), 600, 0.2):
+        raise SystemExit("vllm.service did not serve within 600 s")
     return {"start_s": round(time.monotonic() - start, 1), "start_cpu_s": round(server_cpu_s(uid), 1)}
 
 

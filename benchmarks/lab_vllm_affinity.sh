@@ -8,4 +8,4 @@ set -euo pipefail
 box=${1:?usage: lab_vllm_affinity.sh BOX [--cpus 0] [--requests N] [--concurrency C...] [--tokens T] [--json]}
 shift
 step "vLLM in $box: CPU of a start and of a fixed load, as rendered and on one core"
-run_in_box "$box" /var/tmp/gpuhost-bench-affinity benchmarks/lab_vllm_affinity.py -- "$@"
+run_in_box "$box" /var/tmp/gpuhost-bench-affinity benchmarks/lab_vllm_affinity.py tests/integration/lab_checks.py -- "$@"
