@@ -16,7 +16,7 @@ if [ "$(cat "$agents/.pins" 2>/dev/null)" = "$agents_pins" ] && [ -x "$agents/no
 fi
 if ! command -v npm >/dev/null; then
   step "nodejs and npm from the distribution (apt-get; missing on this host)"
-  apt-get install -y -qq nodejs npm >/dev/null || { apt-get update -qq && apt-get install -y -qq nodejs npm >/dev/null; }
+  apt_get install -y -qq nodejs npm >/dev/null || { apt_get update -qq && apt_get install -y -qq nodejs npm >/dev/null; }
 fi
 step "coding agents' CLIs from npm into $agents ($agents_pins)"
 log=$(mktemp)

@@ -56,8 +56,8 @@ prom=$CACHE_DIR/prometheus
 if [ ! -x "$prom/usr/bin/promtool" ] || [ ! -x "$prom/usr/bin/amtool" ]; then
   step "promtool and amtool from Debian's prometheus and prometheus-alertmanager packages (apt-get download + dpkg -x into $prom)"
   tmp=$(mktemp -d)
-  (cd "$tmp" && { apt-get download -qq prometheus prometheus-alertmanager 2>/dev/null \
-    || { apt-get update -qq && apt-get download -qq prometheus prometheus-alertmanager; }; })
+  (cd "$tmp" && { apt_get download -qq prometheus prometheus-alertmanager 2>/dev/null \
+    || { apt_get update -qq && apt_get download -qq prometheus prometheus-alertmanager; }; })
   rm -rf "$prom" && mkdir -p "$prom"
   for deb in "$tmp"/*.deb; do dpkg -x "$deb" "$prom"; done
   rm -rf "$tmp"

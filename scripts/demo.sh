@@ -22,7 +22,7 @@ timed() {
   return "$rc"
 }
 timed "bootstrap (demo)" bash scripts/bootstrap.sh demo
-# The lab image and its apt pool (apt, debootstrap) beside the CPU wheelhouse and the tiny model (pip): independent,
+# The lab image and its apt pool (apt, mmdebstrap) beside the CPU wheelhouse and the tiny model (pip): independent,
 # mostly waiting on downloads and disks, so side by side the slower of the two sets the pace. The image's output is
 # printed after the other's.
 side_log=$(mktemp)

@@ -38,6 +38,9 @@ export PYTHONPYCACHEPREFIX=$CACHE_DIR/pycache
 # promtool and amtool (scripts/bootstrap.sh): play 1 checks the files fleet_prometheus would write with them.
 export PATH=$VENV/bin:$CACHE_DIR/prometheus/usr/bin:$PATH
 export REPO_ROOT CACHE_DIR GPUHOST_CACHE LAB_STATE LAB_IMAGE VENV WHEELHOUSE_CPU WHEELHOUSE_DOUBLE WHEELHOUSE_ROUTER TINY_MODEL APT_POOL
+# apt-get one at a time: the set-up lanes of `make test` and `make demo` (the image, the agents' Node, bootstrap's
+# promtool) may each need apt at once, and a second apt-get fails on the first one's lock instead of waiting.
+apt_get() { flock "${TMPDIR:-/tmp}/gpuhost-apt.lock" apt-get "$@"; }
 step() { printf '\n==> [%s] %s\n' "$(date +%H:%M:%S)" "$*"; }
 # A step of a proof script, timed: `timed LABEL CMD...` prints the step and adds "LABEL SECONDS" to the array `times`,
 # which the script prints at its end (cuda-proof.sh, upgrade-proof.sh; demo.sh keeps a file of its own, for the

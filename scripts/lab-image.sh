@@ -1,19 +1,19 @@
 #!/usr/bin/env bash
 # Build (once) the local Debian bookworm image with systemd as PID 1 that every lab box and
 # molecule instance runs: no registry is reachable, so the root file system comes from
-# debootstrap against the Debian mirror this machine's apt already uses, and `podman import`
-# turns it into an image. Idempotent: an existing image is reused; FORCE=1 rebuilds.
+# mmdebstrap (Debian's faster debootstrap: one apt run, not one dpkg call per package) against the
+# Debian mirror this machine's apt already uses, and `podman import` turns it into an image. Idempotent: an existing image is reused; FORCE=1 rebuilds.
 set -euo pipefail
 # shellcheck source=scripts/lab-env.sh
 . "$(dirname "$0")/lab-env.sh"
 
 need=()
-for bin in podman runc debootstrap; do command -v "$bin" >/dev/null 2>&1 || need+=("$bin"); done
+for bin in podman runc mmdebstrap; do command -v "$bin" >/dev/null 2>&1 || need+=("$bin"); done
 if [ ${#need[@]} -gt 0 ]; then
   step "apt-get install ${need[*]} (missing on this host)"
   export DEBIAN_FRONTEND=noninteractive
-  apt-get update -qq
-  apt-get install -y -qq podman runc debootstrap >/dev/null
+  apt_get update -qq
+  apt_get install -y -qq podman runc mmdebstrap >/dev/null
 fi
 
 mkdir -p "$LAB_STATE"/{cfg/networks,home,logs,podtmp}
@@ -56,11 +56,13 @@ ROOTFS=$LAB_STATE/rootfs
 # reports 'running', procps for testinfra, sudo for become, libnuma1 for the vLLM CPU build.
 PKGS=systemd-sysv,python3,python3-venv,dbus,procps,sudo,libnuma1,ca-certificates
 if [ ! -x "$ROOTFS/sbin/init" ]; then
-  step "debootstrap bookworm ($PKGS) from the host's apt mirror (about a minute)"
+  # The same packages as `debootstrap --variant=minbase` (merged /usr set up by mmdebstrap's hook, as debootstrap
+  # does, rather than the usrmerge package); 20-30 s where debootstrap took 100.
+  step "mmdebstrap bookworm ($PKGS) from the host's apt mirror (about half a minute)"
   rm -rf "$ROOTFS"
-  debootstrap --variant=minbase --include="$PKGS" bookworm "$ROOTFS" "$MIRROR" \
-    >"$LAB_STATE/logs/debootstrap.log" 2>&1 || { tail -20 "$LAB_STATE/logs/debootstrap.log" >&2; exit 1; }
-  rm -rf "$ROOTFS"/var/cache/apt/archives/*.deb "$ROOTFS"/var/lib/apt/lists/*
+  mmdebstrap --variant=minbase --hook-dir=/usr/share/mmdebstrap/hooks/merged-usr --include="$PKGS" \
+    bookworm "$ROOTFS" "$MIRROR" >"$LAB_STATE/logs/mmdebstrap.log" 2>&1 \
+    || { tail -20 "$LAB_STATE/logs/mmdebstrap.log" >&2; rm -rf "$ROOTFS"; exit 1; }
 fi
 step "podman import -> $LAB_IMAGE"
 # 'podman import' takes STOPSIGNAL (docker import does not); systemd stops on SIGRTMIN+3.

@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # The stages of `make test`, each timed: `scripts/test.sh all` or a list of stage names
-# (bootstrap image apt-pool wheelhouse model agents setup checks-start checks-wait molecule-start lint sanity unit build
-# molecule molecule-default molecule-e2e). `all`: bootstrap; the checks (lint, sanity, unit, build) start in a lane of
-# their own at a lower CPU priority; the lab's inputs are built in three lanes side by side (`setup`: mostly downloads
-# and disk); then both scenarios start at once: e2e (the real vLLM, the long pole)
-# beside default (the test double, fault cases included); each one's log goes to
-# reports/logs/molecule-<scenario>.log and is printed when it ends, then a summary; at the very end each
-# failure is named once (the brief list).
+# (bootstrap image apt-pool wheelhouse model agents setup-start setup checks-start checks-wait molecule-start lint
+# sanity unit build molecule molecule-default molecule-e2e). `all`: the lab's inputs are built in three lanes side by
+# side (`setup`: mostly downloads and disk; the image's and the agents' start before bootstrap, `setup-start`); the
+# checks (lint, sanity, unit, build) start after bootstrap in a lane of their own at a lower CPU priority; then both
+# scenarios start at once: e2e (the real vLLM, the long pole) beside default (the test double, fault cases included);
+# each one's log goes to reports/logs/molecule-<scenario>.log and is printed when it ends, then a summary; at the very
+# end each failure is named once (the brief list).
 set -uo pipefail
 # shellcheck source=scripts/lab-env.sh
 . "$(dirname "$0")/lab-env.sh"
@@ -14,7 +14,7 @@ cd "$REPO_ROOT" || exit 1
 stages=("$@")
 [ ${#stages[@]} -gt 0 ] || stages=(all)
 if [ "${stages[0]}" = all ]; then
-  stages=(bootstrap checks-start setup molecule-start molecule checks-wait)
+  stages=(setup-start bootstrap checks-start setup molecule-start molecule checks-wait)
 fi
 declare -a report=()
 # `own_group NICENESS CMD...`: CMD in a session of its own at NICENESS (set on the session, /proc/self/autogroup, and
@@ -121,14 +121,20 @@ lane_wait() {  # lane_wait NAME -> the lane's status
   [ $rc -eq 0 ] || failed_stage_logs+=("lane-$name:$log")
   return $rc
 }
-# The set-up after bootstrap in three lanes side by side: the lab image and its apt pool; the wheelhouses, then the
-# tiny model (built with the CPU wheelhouse's torch); the coding agents' CLIs. From scratch on the 2-core lab (a fresh
-# GPUHOST_CACHE) one after the other they took 281 s (image 106, apt-pool 10, wheelhouse 70, model 80, agents 15).
+# The set-up in three lanes side by side: the lab image and its apt pool; the wheelhouses, then the tiny model (built
+# with the CPU wheelhouse's torch); the coding agents' CLIs. The image's and the agents' lanes need no tooling venv and
+# start before bootstrap (`setup-start`; apt runs one at a time, apt_get in lab-env.sh); the wheelhouses' lane runs
+# playbooks/wheelhouse.yml and starts after it. From scratch on the 2-core lab (a fresh GPUHOST_CACHE) one after the
+# other they took 281 s with debootstrap and pip (image 106, apt-pool 10, wheelhouse 70, model 80, agents 15); the
+# scenarios started 175 s after the run's start with the lanes after bootstrap.
+setup_start() {
+  [ -n "${lane_pid[image]:-}" ] || lane_start image 0 image apt-pool
+  [ -n "${lane_pid[agents]:-}" ] || lane_start agents 0 agents
+}
 setup_parallel() {
   local rc=0
-  lane_start image 0 image apt-pool
+  setup_start
   lane_start wheels 0 wheelhouse model
-  lane_start agents 0 agents
   lane_wait image || rc=1
   lane_wait wheels || rc=1
   lane_wait agents || rc=1
@@ -155,6 +161,7 @@ stage_commands() {
     sanity) bash scripts/ansible-test.sh sanity ;;
     unit) bash scripts/ansible-test.sh units ;;
     setup) setup_parallel ;;
+    setup-start) setup_start ;;
     # lint, sanity, the unit tests and the build check need neither the lab nor its inputs: one lane beside the set-up
     # and the scenarios, at a lower CPU priority (the scenarios are the long pole), waited for at the end.
     checks-start) lane_start checks 10 lint sanity unit build ;;
@@ -173,7 +180,7 @@ run_stage() {
   t0=$(date +%s)
   step "stage $name"
   case $name in
-    setup|checks-start|checks-wait|molecule-start|molecule|molecule-wait) stage_commands "$name" ;;
+    setup|setup-start|checks-start|checks-wait|molecule-start|molecule|molecule-wait) stage_commands "$name" ;;
     *) stage_commands "$name" 2>&1 | tee "$log" ;;
   esac
   rc=$?
@@ -205,9 +212,13 @@ done
 if [ ${#bg_pid[@]} -gt 0 ]; then
   run_stage molecule-wait || rc=1
 fi
-if [ ${#lane_pid[@]} -gt 0 ]; then
+if [ -n "${lane_pid[checks]:-}" ]; then
   run_stage checks-wait || rc=1
 fi
+# A set-up lane still running when bootstrap failed: waited for too (its output and result reported).
+for lane in "${!lane_pid[@]}"; do
+  lane_wait "$lane" || rc=1
+done
 step "stage times"
 printf '  %s\n' "${report[@]}"
 # Last, one line per failure (CI shows only the end of the output): a failed task with the task's name, a

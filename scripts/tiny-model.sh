@@ -14,8 +14,12 @@ fi
 bv=$GPUHOST_CACHE/model-builder
 if [ ! -x "$bv/bin/python" ] || ! "$bv/bin/python" -c 'import torch, transformers, tokenizers' 2>/dev/null; then
   step "model-builder venv from the CPU wheelhouse (torch, transformers, tokenizers)"
+  rm -rf "$bv"
   python3 -m venv "$bv"
-  "$bv/bin/python" -m pip install -q --no-index --find-links "$WHEELHOUSE_CPU" torch transformers tokenizers safetensors
+  # uv (vLLM's documented installer, in the wheelhouse beside vLLM): 7 s where pip took 50 for torch and the rest.
+  "$bv/bin/python" -m pip install -q --no-index --find-links "$WHEELHOUSE_CPU" uv
+  "$bv/bin/uv" pip install -q --no-cache --python "$bv/bin/python" --no-index --find-links "$WHEELHOUSE_CPU" \
+    torch transformers tokenizers safetensors
 fi
 step "building the tiny Qwen3-shaped model (seed 0) -> $TINY_MODEL"
 rm -rf "$TINY_MODEL.tmp"
