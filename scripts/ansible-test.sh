@@ -57,20 +57,20 @@ from ansible_test._internal.python_requirements import get_venv_packages
 print(get_venv_packages(types.SimpleNamespace(version="'"$AT_PYTHON"'"))["pip"])')
 get_pip=$AT_HOME/.ansible/test/cache/get_pip_${pip_version//./_}.py
 mkdir -p "$(dirname "$get_pip")"
-cat >"$get_pip.tmp" <<'PY'
-"""Stand-in for get-pip.py written by scripts/ansible-test.sh: pip from ensurepip, then the
-requested packages (pip==<version>) from the configured package index."""
-import ensurepip
+cat >"$get_pip.tmp" <<PY
+"""Stand-in for get-pip.py written by scripts/ansible-test.sh: the requested packages (pip==<version>, and setuptools
+and wheel unless --no-setuptools / --no-wheel, as get-pip.py does) installed into this interpreter's empty venv by
+the pip of ansible-test's own venv (\`pip --python\`), from the configured package index: one pip run a sanity venv
+(ensurepip first, then pip over it, was two or three)."""
 import os
 import subprocess
 import sys
 
-env = dict(os.environ)  # ensurepip points PIP_CONFIG_FILE at /dev/null: pip then loses the index/cert settings
-args = [a for a in sys.argv[1:] if a not in ("--no-setuptools", "--no-wheel")]
-ensurepip.bootstrap(upgrade=True)
-subprocess.check_call([sys.executable, "-m", "pip", "install", "-q", "--upgrade", *args], env=env)
-if "--no-setuptools" in sys.argv[1:]:
-    subprocess.check_call([sys.executable, "-m", "pip", "uninstall", "-q", "-y", "setuptools"], env=env)
+flags = ("--no-setuptools", "--no-wheel")
+args = [a for a in sys.argv[1:] if a not in flags]
+args += [name for flag, name in zip(flags, ("setuptools", "wheel")) if flag not in sys.argv[1:]]
+subprocess.check_call(["$AT_VENV/bin/python", "-m", "pip", "--python", sys.executable, "install", "-q", *args],
+                      env=dict(os.environ))
 PY
 mv "$get_pip.tmp" "$get_pip"
 
