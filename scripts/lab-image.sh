@@ -2,7 +2,8 @@
 # Build (once) the local Debian bookworm image with systemd as PID 1 that every lab box and
 # molecule instance runs: no registry is reachable, so the root file system comes from
 # mmdebstrap (Debian's faster debootstrap: one apt run, not one dpkg call per package) against the
-# Debian mirror this machine's apt already uses, and `podman import` turns it into an image. Idempotent: an existing image is reused; FORCE=1 rebuilds.
+# Debian mirror this machine's apt already uses, and `podman import` turns it into an image.
+# Idempotent: an existing image is reused; FORCE=1 rebuilds.
 set -euo pipefail
 # shellcheck source=scripts/lab-env.sh
 . "$(dirname "$0")/lab-env.sh"
