@@ -43,10 +43,8 @@ if ! command -v dpkg-scanpackages >/dev/null 2>&1; then
   apt_get install -y -qq --no-install-recommends dpkg-dev >/dev/null
 fi
 
-# The Debian mirror this machine's apt already uses (never a hard-coded host), as lab-image.sh.
-MIRROR=$(awk '/^URIs:/{print $2; exit}' /etc/apt/sources.list.d/*.sources 2>/dev/null || true)
-[ -n "$MIRROR" ] || MIRROR=$(awk '$1=="deb"{print $2; exit}' /etc/apt/sources.list 2>/dev/null || true)
-[ -n "$MIRROR" ] || { echo "no Debian mirror found in the apt sources" >&2; exit 1; }
+# The Debian mirror this machine's apt already uses (debian_mirror in lab-env.sh; never a hard-coded host).
+MIRROR=$(debian_mirror) || { echo "no Debian mirror found in the apt sources" >&2; exit 1; }
 # The suite and components the image was bootstrapped from (mmdebstrap wrote them there).
 read -r SUITE COMPONENTS < <(awk '$1=="deb"{s=$3; c=""; for (i=4; i<=NF; i++) c=c" "$i; print s, c; exit}' \
   "$ROOTFS/etc/apt/sources.list" 2>/dev/null || true)

@@ -41,6 +41,14 @@ export REPO_ROOT CACHE_DIR GPUHOST_CACHE LAB_STATE LAB_IMAGE VENV WHEELHOUSE_CPU
 # apt-get one at a time: the set-up lanes of `make test` and `make demo` (the image, the agents' Node, bootstrap's
 # promtool) may each need apt at once, and a second apt-get fails on the first one's lock instead of waiting.
 apt_get() { flock "${TMPDIR:-/tmp}/gpuhost-apt.lock" apt-get "$@"; }
+# The Debian mirror this machine's apt already uses (never a hard-coded host): the first URIs of a deb822 .sources
+# file, else the first `deb` line of sources.list; fails when there is none (lab-image.sh, apt-pool.sh).
+debian_mirror() {
+  local m
+  m=$(awk '/^URIs:/{print $2; exit}' /etc/apt/sources.list.d/*.sources 2>/dev/null || true)
+  [ -n "$m" ] || m=$(awk '$1=="deb"{print $2; exit}' /etc/apt/sources.list 2>/dev/null || true)
+  [ -n "$m" ] && printf '%s\n' "$m"
+}
 step() { printf '\n==> [%s] %s\n' "$(date +%H:%M:%S)" "$*"; }
 # A step of a proof script, timed: `timed LABEL CMD...` prints the step and adds "LABEL SECONDS" to the array `times`,
 # which the script prints at its end (cuda-proof.sh, upgrade-proof.sh; demo.sh keeps a file of its own, for the

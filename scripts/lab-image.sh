@@ -47,10 +47,8 @@ if [ "${FORCE:-0}" != 1 ] && podman image exists "$LAB_IMAGE"; then
   exit 0
 fi
 
-# The Debian mirror this machine's apt already uses (never a hard-coded host).
-MIRROR=$(awk '/^URIs:/{print $2; exit}' /etc/apt/sources.list.d/*.sources 2>/dev/null || true)
-[ -n "$MIRROR" ] || MIRROR=$(awk '$1=="deb"{print $2; exit}' /etc/apt/sources.list 2>/dev/null || true)
-[ -n "$MIRROR" ] || { echo "no Debian mirror found in the apt sources" >&2; exit 1; }
+# The Debian mirror this machine's apt already uses (debian_mirror in lab-env.sh; never a hard-coded host).
+MIRROR=$(debian_mirror) || { echo "no Debian mirror found in the apt sources" >&2; exit 1; }
 
 ROOTFS=$LAB_STATE/rootfs
 # python3(-venv) for Ansible and the venvs, systemd-sysv for /sbin/init, dbus so systemctl
