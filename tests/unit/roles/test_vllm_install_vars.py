@@ -1,4 +1,4 @@
-"""roles/vllm_install: the pin check of the preflight and the derived names, rendered by Ansible's
+"""roles/vllm_install: the variables' check of the preflight (filter vllm_install_var_errors) and the derived names, rendered by Ansible's
 own templar from the role's defaults/main.yml and vars/main.yml (cases in data/vllm_install.yaml)."""
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ import yaml
 from ansible.parsing.dataloader import DataLoader
 from ansible.template import Templar
 
+from ansible_collections.gpuhost.inference.plugins.filter.vllm_install import vllm_install_var_errors
 from ansible_collections.gpuhost.inference.tests.unit.paths import DATA, ROOT
 from ansible_collections.gpuhost.inference.tests.unit.templating import trusted
 ROLE = os.path.join(ROOT, "roles", "vllm_install")
@@ -21,24 +22,38 @@ def load(*parts):
         return yaml.safe_load(fh)
 
 
-def version_regex():
-    """The regex the preflight's 'Check vllm_install_version' task matches the pin with."""
-    task = next(t for t in load("tasks", "preflight.yml") if t["name"] == "Check vllm_install_version")
-    conditions = task["ansible.builtin.assert"]["that"]
-    found = [re.search(r"is match\('(.*)'\)$", c) for c in conditions]
-    patterns = [m.group(1) for m in found if m]
-    assert len(patterns) == 1, conditions
-    return patterns[0]
+# A valid set of vllm_install's variables (filter vllm_install_var_errors), each case changing some of them.
+GOOD = {"vllm_install_version": "0.28.0", "vllm_install_package": "", "package": "vllm", "vllm_install_wheelhouse": "",
+        "vllm_install_index_url": "", "vllm_install_extra_index_urls": [], "vllm_install_extra_packages": [],
+        "vllm_install_remove_packages": [], "vllm_install_keep_venvs": 2, "vllm_install_user": "vllm",
+        "vllm_install_group": "vllm"}
+
+
+def test_the_preflight_checks_the_variables_with_the_filter_in_one_assert():
+    checks = [t for t in load("tasks", "preflight.yml") if t["name"] == "Check the variables of vllm_install"]
+    assert len(checks) == 1
+    errors = checks[0]["vars"]["__vllm_install_var_errors"]
+    assert "gpuhost.inference.vllm_install_var_errors" in errors and "gpuhost.inference.line_errors" in errors
+    assert set(GOOD) - {"package"} <= set(re.findall(r"'(vllm_install_[a-z_]+)'", errors))
 
 
 @pytest.mark.parametrize("version", CASES["versions"]["good"])
 def test_release_pins_pass_the_preflight(version):
-    assert re.match(version_regex(), version), version
+    assert vllm_install_var_errors(dict(GOOD, vllm_install_version=version)) == []
 
 
-@pytest.mark.parametrize("version", CASES["versions"]["bad"])
+@pytest.mark.parametrize("version", CASES["versions"]["bad"] + [0.28, None])
 def test_bad_pins_fail_the_preflight(version):
-    assert not re.match(version_regex(), version), version
+    errors = vllm_install_var_errors(dict(GOOD, vllm_install_version=version))
+    assert len(errors) == 1 and errors[0].startswith("vllm_install_version=") and "PEP 440" in errors[0], errors
+
+
+@pytest.mark.parametrize("case", CASES["var_errors"], ids=[c["id"] for c in CASES["var_errors"]])
+def test_var_errors_name_the_variable_and_what_it_takes(case):
+    errors = vllm_install_var_errors(dict(GOOD, **case["vars"]))
+    assert len(errors) == len(case["expect"]), errors
+    for error, fragments in zip(errors, case["expect"]):
+        assert [f for f in fragments if f not in error] == [], error
 
 
 def render(overrides, names):
