@@ -108,6 +108,7 @@ def vllm_install_cuda_errors(gpu_info, needs, nvidia_smi="nvidia-smi"):
                "/".join(sorted({str(g.get("compute_cap")) for g in low}))))
     return errors
 
+
 # A PEP 440 release as vllm_install_version takes it; a distribution name; a URL of an index; an account name.
 _RELEASE_RE = re.compile(r"^(0|[1-9][0-9]*)([.](0|[1-9][0-9]*)){2,3}([.]post(0|[1-9][0-9]*))?$")
 _DIST_RE = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9._-]*[A-Za-z0-9])?$")

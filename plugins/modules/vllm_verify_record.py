@@ -18,7 +18,7 @@ description:
   - Every file is written through a temporary file in its own directory and a rename (a reader never sees half a
     file); a missing directory is created (mode 0755). Files get mode 0644.
   - The report files, the links and the textfile are a measurement record, new with every run, and never count as a
-    change; only a different last good profile or venv does (RV(changed)), so a second run of the same profile is
+    change; only a different last good profile or venv does (C(changed)), so a second run of the same profile is
     idempotent.
 author:
   - gpuhost.inference maintainers (@gpuhost)
@@ -27,7 +27,7 @@ extends_documentation_fragment:
 attributes:
   check_mode:
     support: full
-    details: Writes nothing; RV(changed) says whether the last good profile or venv would change.
+    details: Writes nothing; C(changed) says whether the last good profile or venv would change.
   diff_mode:
     support: none
   platform:
@@ -59,14 +59,41 @@ options:
     elements: path
     default: []
   textfile:
-    description: The figures for node exporter's textfile collector, C(path) and C(content); none when not set.
+    description: The figures for node exporter's textfile collector; none written when not set.
     type: dict
+    suboptions:
+      path:
+        description: The textfile (its directory is created when missing).
+        type: path
+        required: true
+      content:
+        description: The figures, in the Prometheus text format.
+        type: str
+        required: true
   last_good:
-    description:
-      - The last good state of a run that passed - C(profile_file) and C(profile) (the profile's name, one line),
-        C(report) (the profile's last good report, C(last-good-PROFILE.json) in O(report_dir), a copy of this run's
-        JSON), and C(venv_file) and C(venv) (the active venv; not written when C(venv) is empty). None when not set.
+    description: The last good state of a run that passed; nothing of it written when not set (a failed run).
     type: dict
+    suboptions:
+      profile_file:
+        description: The file that holds the last good profile's name.
+        type: path
+        required: true
+      profile:
+        description: The profile's name, written as one line.
+        type: str
+        required: true
+      report:
+        description: Keep this run's JSON as the profile's last good report, C(last-good-PROFILE.json) in O(report_dir).
+        type: bool
+        default: false
+      venv_file:
+        description: The file that holds the last good venv.
+        type: path
+        required: true
+      venv:
+        description: The active venv, written as one line; not written when empty.
+        type: str
+        default: ""
 notes:
   - The role C(vllm_verify) runs it as root on the box and, for the controller copies, delegated to C(localhost).
 """

@@ -36,15 +36,17 @@ def run_playbook(inventory: str, *args: str, timeout: int = 900, playbook: str =
                           timeout=timeout, check=False)
 
 
-def inventory(tmp_path, name: str) -> str:
+def inventory(tmp_path, *names: str) -> str:
+    """An inventory of the named boxes, each with the faults box's variables (the scenario's group vars, then its host
+    vars)."""
     with open(f"{REPO}/molecule/default/inventory/group_vars/gpu_servers.yml", encoding="utf-8") as fh:
         fleet = yaml.safe_load(fh)
     with open(f"{REPO}/molecule/default/inventory/host_vars/{BOX}.yml", encoding="utf-8") as fh:
         box_vars = yaml.safe_load(fh)
-    inv = {"gpu_servers": {"hosts": {name: {"ansible_connection": "lab_podman", "ansible_host": name,
-                                            "ansible_python_interpreter": "/usr/bin/python3"}},
-                           "vars": {**fleet, **box_vars}}}
-    path = tmp_path / f"{name}.yml"
+    hosts = {name: {"ansible_connection": "lab_podman", "ansible_host": name, "ansible_python_interpreter": "/usr/bin/python3"}
+             for name in names}
+    inv = {"gpu_servers": {"hosts": hosts, "vars": {**fleet, **box_vars}}}
+    path = tmp_path / f"{'-'.join(names)}.yml"
     path.write_text(yaml.safe_dump(inv))
     return str(path)
 
