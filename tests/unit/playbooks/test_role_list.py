@@ -55,39 +55,12 @@ def test_the_list_names_every_public_role_once():
 
 def test_every_entry_has_a_role_a_group_its_docs_and_known_keys():
     for entry in role_list():
-        assert set(entry) <= {"role", "group", "stops_the_run", "preflight_reads_host", "does", "owns"}, entry
+        assert set(entry) <= {"role", "group", "stops_the_run", "does", "owns"}, entry
         assert all(isinstance(entry.get(key), str) and entry[key].strip() for key in ("does", "owns")), (
             "%s: `does` and `owns` (README.md's and docs/CONTRACTS.md's tables are generated from them)" % entry["role"])
         assert re.fullmatch(r"[a-z][a-z0-9_]*", entry["role"]), entry
         assert re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", entry["group"]), entry
         assert isinstance(entry.get("stops_the_run", False), bool), entry
-        assert isinstance(entry.get("preflight_reads_host", False), bool), entry
-
-
-# What a preflight may do without reading the host: check, note, say, include its own files; or run on the controller.
-HOST_FREE = {"ansible.builtin.assert", "ansible.builtin.set_fact", "ansible.builtin.debug", "ansible.builtin.fail",
-             "ansible.builtin.include_tasks", "ansible.builtin.import_tasks", "ansible.builtin.meta"}
-
-
-def _reads_host(tasks):
-    for task in tasks or []:
-        if "block" in task:
-            if _reads_host(task["block"]) or _reads_host(task.get("rescue")) or _reads_host(task.get("always")):
-                return True
-            continue
-        action = next((k for k in task if k.startswith("ansible.builtin.") or k.startswith("gpuhost.inference.")), None)
-        if action not in HOST_FREE and task.get("delegate_to") != "localhost":
-            return True
-    return False
-
-
-@pytest.mark.parametrize("entry", role_list(), ids=[e["role"] for e in role_list()])
-def test_preflight_reads_host_says_what_the_preflight_does(entry):
-    """site.yml's play 1 runs the preflights that read only the inventory first: the flag must be true exactly when
-    the role's tasks/preflight.yml has a task that runs on the host (its own includes are followed by the role)."""
-    with open(os.path.join(ROOT, "roles", entry["role"], "tasks", "preflight.yml"), encoding="utf-8") as fh:
-        tasks = yaml.safe_load(fh)
-    assert _reads_host(tasks) == entry.get("preflight_reads_host", False), entry["role"]
 
 
 @pytest.mark.parametrize("role", public_roles())
