@@ -19,6 +19,7 @@ from ansible_collections.gpuhost.inference.plugins.module_utils.gpuhost_values i
     marked_options as _marked_options,
     secret_hint as _secret_hint,
     type_name as _type_name,
+    variables as _variables,
 )
 
 # The one form of a path the roles write into a unit, a shell word or a config (module_utils/gpuhost_invariants.py).
@@ -125,8 +126,7 @@ def unit_value_errors(values, kind, allow_empty=False, types=None):
     """
     if kind not in KINDS:
         raise ValueError("unit_value_errors: kind must be one of %s, got %r" % (", ".join(KINDS), kind))
-    if not isinstance(values, Mapping):
-        raise TypeError("unit_value_errors: the input must be a mapping {variable name: value}, got %s" % _type_name(values))
+    values = _variables(values, "unit_value_errors")
     if types is None:
         types = UNIT_TYPES
     elif isinstance(types, str):
@@ -182,8 +182,7 @@ def _line_walk(label, value, secret, errors):
 def line_errors(values):
     """Error strings for every string in the values ({variable: value}, walked through mappings and lists, their keys
     too) that holds a line break or NUL, naming the variable and where in it (var.key[0].key); empty when all is well."""
-    if not isinstance(values, Mapping):
-        raise TypeError("line_errors: the input must be a mapping {variable name: value}, got %s" % _type_name(values))
+    values = _variables(values, "line_errors")
     errors = []
     for name in sorted(values, key=str):
         secret = bool(SECRET_NAME_RE.search(str(name))) or _is_secret(str(name))
@@ -199,8 +198,7 @@ def typed(value, name):
 
 def typed_errors(values):
     """Error strings for the values ({role variable: value}) that their argument specs cannot type."""
-    if not isinstance(values, Mapping):
-        raise TypeError("typed_errors: the input must be a mapping {variable name: value}, got %s" % _type_name(values))
+    values = _variables(values, "typed_errors")
     errors = []
     for name in sorted(values, key=str):
         error = _check(str(name), values[name])[1]
@@ -211,8 +209,7 @@ def typed_errors(values):
 
 def _owned(values):
     """The owned-path variables among the values ({variable: value}): those their argument specs type `path`."""
-    if not isinstance(values, Mapping):
-        raise TypeError("the input must be a mapping {variable name: value}, got %s" % _type_name(values))
+    values = _variables(values)
     marked = _marked_options("owned_path")
     return {str(name): values[name] for name in values if str(name) in marked and values[name] is not None}, marked
 
@@ -246,8 +243,7 @@ def listener_errors(values, roles, live=None):
     """Error strings for the listeners of the host's roles (the table of module_utils/gpuhost_invariants.py built from
     the values): two on one port and address family, a port held by a process not ours (live: from
     gpuhost_host_claims)."""
-    if not isinstance(values, Mapping):
-        raise TypeError("listener_errors: the input must be a mapping {variable name: value}, got %s" % _type_name(values))
+    values = _variables(values, "listener_errors")
     plain = {str(k): typed(v, str(k)) for k, v in values.items()}
     return _inv.listener_errors(_inv.listener_table(plain, [str(r) for r in roles]), live or [])
 

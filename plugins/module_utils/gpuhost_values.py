@@ -73,6 +73,15 @@ def type_name(value):
     return type(value).__name__
 
 
+def variables(values, who=None):
+    """``values`` when it is a mapping {variable name: value} (what every checking filter takes), else a TypeError
+    naming the filter ``who`` and the type it got."""
+    if not isinstance(values, Mapping):
+        raise TypeError("%sthe input must be a mapping {variable name: value}, got %s"
+                        % ("%s: " % who if who else "", type_name(values)))
+    return values
+
+
 def as_int(value, default=0):
     """As Jinja's ``int`` filter: '42.23' -> 42, anything else that is not a number -> default."""
     try:
