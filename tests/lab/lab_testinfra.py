@@ -6,10 +6,10 @@ Lab infrastructure, not part of the collection: a pytest plugin the molecule ver
 backend runs `podman exec BOX /bin/sh -c CMD` for every command: the podman CLI, conmon and an OCI runtime exec each
 time (0.15-0.2 s of wall and ~0.1 CPU-s on the 2-core lab, more under load), and the tests poll. This plugin keeps
 the backend (its `podman://` host ids, its command quoting, its results) and replaces the transport only: the box's
-PID 1 asked once and cached while that process lives (the connection plugin's cache,
-tests/lab/connection_plugins/lab_podman.py), then `nsenter` into the box's namespaces with a root login's
-environment, as the lab's Ansible connection does. A box whose PID is gone is asked for again (a restarted box).
-A named user (`podman://user@box`) keeps `podman exec -u`. GPUHOST_LAB_TESTINFRA=podman turns it off.
+PID 1 asked once per session and kept while that process lives (a restarted box is asked for again), then `nsenter`
+into the box's namespaces with a root login's environment, as the lab's Ansible connection does
+(tests/lab/connection_plugins/lab_podman.py: its namespaces, environment and start-time check are imported from
+there). A named user (`podman://user@box`) keeps `podman exec -u`. GPUHOST_LAB_TESTINFRA=podman turns it off.
 """
 from __future__ import annotations
 
@@ -18,20 +18,10 @@ import subprocess
 
 from testinfra.backend import base, podman
 
-BOX_ENV = ["PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "HOME=/root",
-           "LANG=C.UTF-8", "USER=root", "LOGNAME=root", "SHELL=/bin/sh"]
-NAMESPACES = ["--mount", "--uts", "--ipc", "--net", "--pid", "--cgroup"]
+# The Ansible connection's namespaces, root environment and start-time check (this folder is on PYTHONPATH).
+from connection_plugins.lab_podman import BOX_ENV, NAMESPACES, _start_time  # pylint: disable=import-error
 
 _podman_run = podman.PodmanBackend.run
-
-
-def _start_time(pid: int):
-    """The process's start time (field 22 of /proc/PID/stat), None when it is gone."""
-    try:
-        with open("/proc/%d/stat" % pid, encoding="utf-8") as handle:
-            return int(handle.read().rsplit(")", 1)[1].split()[19])
-    except (OSError, IndexError, ValueError):
-        return None
 
 
 def _box_pid(backend) -> int:
