@@ -6,10 +6,10 @@ Lab infrastructure, not part of the collection: a pytest plugin the molecule ver
 backend runs `podman exec BOX /bin/sh -c CMD` for every command: the podman CLI, conmon and an OCI runtime exec each
 time (0.15-0.2 s of wall and ~0.1 CPU-s on the 2-core lab, more under load), and the tests poll. This plugin keeps
 the backend (its `podman://` host ids, its command quoting, its results) and replaces the transport only: the box's
-PID 1 asked once per session and kept while that process lives (a restarted box is asked for again), then `nsenter`
-into the box's namespaces with a root login's environment, as the lab's Ansible connection does
-(tests/lab/connection_plugins/lab_podman.py: its namespaces, environment and start-time check are imported from
-there). A named user (`podman://user@box`) keeps `podman exec -u`. GPUHOST_LAB_TESTINFRA=podman turns it off.
+PID 1 from the lab connection's cache while that process lives (a restarted box is asked for again), then `nsenter`
+into the box's namespaces with a root login's environment: the same two functions the lab's Ansible connection uses
+(tests/lab/connection_plugins/lab_podman.py: container_pid, nsenter_argv). A named user (`podman://user@box`) keeps
+`podman exec -u`. GPUHOST_LAB_TESTINFRA=podman turns it off.
 """
 from __future__ import annotations
 
@@ -18,32 +18,19 @@ import subprocess
 
 from testinfra.backend import base, podman
 
-# The Ansible connection's namespaces, root environment and start-time check (this folder is on PYTHONPATH).
-from connection_plugins.lab_podman import BOX_ENV, NAMESPACES, _start_time  # pylint: disable=import-error
+# The lab's Ansible connection: its PID cache and its nsenter command line (this folder is on PYTHONPATH).
+from connection_plugins.lab_podman import cache_file, container_pid, nsenter_argv  # pylint: disable=import-error
 
 _podman_run = podman.PodmanBackend.run
-
-
-def _box_pid(backend) -> int:
-    cached = getattr(backend, "_lab_pid", None)
-    if cached and _start_time(cached[0]) == cached[1]:
-        return cached[0]
-    out = subprocess.run([os.environ.get("MOLECULE_PODMAN_EXECUTABLE") or "podman", "inspect", "--type", "container",
-                          "--format", "{{.State.Pid}}", backend.name], capture_output=True, text=True, check=False)
-    pid = out.stdout.strip()
-    if out.returncode != 0 or not pid.isdigit() or int(pid) == 0:
-        raise RuntimeError("lab_testinfra: box %s is not running: %s" % (backend.name, out.stderr.strip() or pid))
-    backend._lab_pid = (int(pid), _start_time(int(pid)))
-    return int(pid)
 
 
 def _nsenter_run(self, command: str, *args: str, **kwargs) -> base.CommandResult:
     if self.user is not None or os.environ.get("GPUHOST_LAB_TESTINFRA") == "podman":
         return _podman_run(self, command, *args, **kwargs)
     cmd = self.get_command(command, *args)
-    argv = (["nsenter", "--target", str(_box_pid(self))] + NAMESPACES + ["--root", "--wd", "--", "env", "-i"]
-            + BOX_ENV + ["/bin/sh", "-c", cmd])
-    proc = subprocess.run(argv, stdin=subprocess.DEVNULL, capture_output=True, check=False)
+    pid = container_pid(self.name, os.environ.get("MOLECULE_PODMAN_EXECUTABLE") or "podman", cache_file(self.name))
+    proc = subprocess.run(nsenter_argv(pid, ["/bin/sh", "-c", cmd]), stdin=subprocess.DEVNULL, capture_output=True,
+                          check=False)
     return self.result(proc.returncode, self.encode(cmd), proc.stdout, proc.stderr)
 
 

@@ -138,6 +138,49 @@ def _start_time(pid):
         return None
 
 
+def cache_file(container):
+    """One file per container name and podman storage: two lab states (GPUHOST_CACHE moved) may each hold a box of
+    the same name, and the cached PID of the one must not answer for the other."""
+    storage = hashlib.sha256(os.environ.get("CONTAINERS_STORAGE_CONF", "").encode("utf-8")).hexdigest()[:12]
+    return os.path.join(tempfile.gettempdir(), "lab_podman-%d" % os.getuid(), "%s-%s.json" % (container, storage))
+
+
+def container_pid(container, podman, cache):
+    """The container's PID 1 on this host: from the cache file while that process lives, else podman (and cached).
+    The lab's Ansible connection and its testinfra transport (tests/lab/lab_testinfra.py) both ask here."""
+    try:
+        with open(cache, encoding="utf-8") as handle:
+            cached = json.load(handle)
+        # A process that is gone has no start time: None never matches (a cache written while the box was
+        # stopping held {"start": null}, and every later run nsentered a PID that no longer existed).
+        if cached["start"] is not None and _start_time(cached["pid"]) == cached["start"]:
+            return cached["pid"]
+    except (OSError, ValueError, KeyError, TypeError):
+        pass
+    cmd = [podman, "inspect", "--type", "container", "--format", "{{.State.Pid}}", container]
+    proc = subprocess.run(cmd, capture_output=True, check=False)
+    pid = proc.stdout.strip()
+    if proc.returncode != 0 or not pid.isdigit() or int(pid) == 0:
+        raise AnsibleConnectionFailure("container %s is not running: %s" % (
+            container, to_native(proc.stderr.strip() or pid)))
+    pid = int(pid)
+    start = _start_time(pid)
+    if start is None:
+        raise AnsibleConnectionFailure("container %s is stopping: its PID %d is gone" % (container, pid))
+    os.makedirs(os.path.dirname(cache), mode=0o700, exist_ok=True)
+    tmp = "%s.%d" % (cache, os.getpid())
+    with open(tmp, "w", encoding="utf-8") as handle:
+        json.dump({"pid": pid, "start": start}, handle)
+    os.replace(tmp, cache)
+    return pid
+
+
+def nsenter_argv(pid, argv):
+    """The command line that runs argv in the box of PID 1 `pid`: its namespaces, its root and a root login's
+    environment (nothing of the caller's)."""
+    return ["nsenter", "--target", str(pid)] + NAMESPACES + ["--root", "--wd", "--", "env", "-i"] + BOX_ENV + list(argv)
+
+
 class Connection(ConnectionBase):
     """nsenter into a running podman container (root, pipelined)."""
 
@@ -150,40 +193,11 @@ class Connection(ConnectionBase):
         self._pid = None
 
     def _cache_file(self):
-        """One file per container name and podman storage: two lab states (GPUHOST_CACHE moved) may each hold a box of
-        the same name, and the cached PID of the one must not answer for the other."""
-        storage = hashlib.sha256(os.environ.get("CONTAINERS_STORAGE_CONF", "").encode("utf-8")).hexdigest()[:12]
-        return os.path.join(tempfile.gettempdir(), "lab_podman-%d" % os.getuid(), "%s-%s.json" % (self._container, storage))
+        return cache_file(self._container)
 
     def _container_pid(self):
-        """The container's PID 1 on this host: from a cache file while that process lives, else podman."""
-        cache = self._cache_file()
-        try:
-            with open(cache, encoding="utf-8") as handle:
-                cached = json.load(handle)
-            # A process that is gone has no start time: None never matches (a cache written while the box was
-            # stopping held {"start": null}, and every later run nsentered a PID that no longer existed).
-            if cached["start"] is not None and _start_time(cached["pid"]) == cached["start"]:
-                return cached["pid"]
-        except (OSError, ValueError, KeyError, TypeError):
-            pass
-        cmd = [self.get_option("podman_executable"), "inspect", "--type", "container",
-               "--format", "{{.State.Pid}}", self._container]
-        proc = subprocess.run(cmd, capture_output=True, check=False)
-        pid = proc.stdout.strip()
-        if proc.returncode != 0 or not pid.isdigit() or int(pid) == 0:
-            raise AnsibleConnectionFailure("container %s is not running: %s" % (
-                self._container, to_native(proc.stderr.strip() or pid)))
-        pid = int(pid)
-        start = _start_time(pid)
-        if start is None:
-            raise AnsibleConnectionFailure("container %s is stopping: its PID %d is gone" % (self._container, pid))
-        os.makedirs(os.path.dirname(cache), mode=0o700, exist_ok=True)
-        tmp = "%s.%d" % (cache, os.getpid())
-        with open(tmp, "w", encoding="utf-8") as handle:
-            json.dump({"pid": pid, "start": start}, handle)
-        os.replace(tmp, cache)
-        return pid
+        """The container's PID 1 on this host (container_pid, with this connection's cache file and podman)."""
+        return container_pid(self._container, self.get_option("podman_executable"), self._cache_file())
 
     def _connect(self):
         if not self._connected:
@@ -194,8 +208,7 @@ class Connection(ConnectionBase):
         return self
 
     def _nsenter(self, argv, in_data=None):
-        args = ["nsenter", "--target", str(self._pid)] + NAMESPACES + ["--root", "--wd", "--", "env", "-i"]
-        args += BOX_ENV + list(argv)
+        args = nsenter_argv(self._pid, argv)
         display.vvv("EXEC %s" % args, host=self._container)
         proc = subprocess.run([to_bytes(a, errors="surrogate_or_strict") for a in args], input=in_data,
                               capture_output=True, check=False)
