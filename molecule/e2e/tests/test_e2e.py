@@ -247,8 +247,9 @@ def _bench_serve(host, base_url: str, output_len: int, name: str) -> dict:
 
 def test_vllm_bench_serve_with_default_sampling(host):
     """vLLM's own client (vllm bench serve: random 96 in / the probe's tokens out, no temperature: the server's
-    default) against the restored server: no failed request; its output tok/s and mean TTFT beside the probe's of the
-    same level, measured on this start just before (side_effect_tune.yml's last play: the newest report)."""
+    default) against the served profile (`tuned`, which the tune left serving): no failed request; its output tok/s
+    and mean TTFT beside the probe's of the same level, measured on this start just before (side_effect_tune.yml's
+    last play: the newest report)."""
     report = json.loads(host.check_output("cat /var/lib/vllm/verify/reports/latest.json"))
     output_len = report["probe"]["max_tokens"]
     bench = _bench_serve(host, "http://127.0.0.1:8000", output_len, "bench")
