@@ -20,10 +20,11 @@ TASKS = os.path.join(ROOT, "roles", "vllm_verify", "tasks", "preflight_profile.y
 
 
 def pick_task():
+    """The set_fact task that sets __vllm_verify_profile (at the top level or in a block)."""
     with open(TASKS, encoding="utf-8") as fh:
         tasks = yaml.safe_load(fh)
-    block = next(t for t in tasks if "block" in t)["block"]
-    return next(t for t in block if t["name"].startswith("Pick the active profile"))
+    flat = [t for task in tasks for t in ([task] + task.get("block", []))]
+    return next(t for t in flat if "__vllm_verify_profile" in t.get("ansible.builtin.set_fact", {}))
 
 
 @pytest.mark.parametrize("case", CASES, ids=case_ids(CASES))
