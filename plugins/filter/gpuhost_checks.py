@@ -10,6 +10,8 @@ import ipaddress
 import re
 from collections.abc import Mapping
 
+from ansible.errors import AnsibleFilterError
+
 from ansible_collections.gpuhost.inference.plugins.module_utils.gpuhost_values import show as _show
 from ansible_collections.gpuhost.inference.plugins.module_utils import gpuhost_invariants as _inv
 from ansible_collections.gpuhost.inference.plugins.module_utils.gpuhost_values import (
@@ -259,6 +261,16 @@ def listener_vars(roles):
     return names
 
 
+def secret_value_errors(values, form="header"):
+    """Error strings for the secrets of values ({label: key or token}) whose characters break the rule of where they
+    land (form: header, nginx or client; module_utils/gpuhost_invariants.py SECRET_FORMS); never a value."""
+    values = _variables(values, "secret_value_errors")
+    try:
+        return _inv.secret_value_errors({str(k): v for k, v in values.items()}, str(form))
+    except ValueError as exc:
+        raise AnsibleFilterError(str(exc)) from None
+
+
 def url_host(host, listen_all_as="loopback"):
     """An address or host name as the host part of a URL: an IPv6 literal in brackets; a wildcard bind
     (0.0.0.0, ::, '') as the loopback address of its family (what a client on the box connects to)."""
@@ -283,4 +295,5 @@ class FilterModule:
         return {"unit_value_errors": unit_value_errors, "typed": typed, "typed_errors": typed_errors,
                 "line_errors": line_errors, "url_host": url_host,
                 "owned_path_errors": owned_path_errors, "owned_paths": owned_paths,
-                "listener_errors": listener_errors, "listener_vars": listener_vars}
+                "listener_errors": listener_errors, "listener_vars": listener_vars,
+                "secret_value_errors": secret_value_errors}

@@ -9,7 +9,9 @@
   owns unless it is the role's own default (node exporter's textfile directory of its package).
 - Listeners: one table per host of every port the roles of the host open (LISTENERS); two of ours never share a
   port and an address family; a port taken by a process that is not ours is refused with its name.
-- Secrets: an option with ``no_log: true`` in its argument spec is never shown (its name and length only).
+- Secrets: an option with ``no_log: true`` in its argument spec is never shown (its name and length only); a key
+  or token's characters follow the one rule of the place it lands (SECRET_FORMS: an env file and a header, a quoted
+  nginx string, a client's key at the door).
 
 Standard library only: the filters (controller) and the module gpuhost_host_claims (target) both import it.
 """
@@ -297,6 +299,34 @@ def unit_of_cgroup(text):
             if part.endswith(".service"):
                 return part
     return ""
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# A secret's characters, by where it lands
+
+# "header": an env file read by systemd (vllm_service's VLLM_API_KEY and HF_TOKEN, vllm_router's key) and an HTTP
+#   header: printable ASCII without spaces, quotes or backslashes (systemd's parser would unquote or unescape them).
+# "nginx": the same inside a quoted nginx string (the door's header to its upstream), where '$' starts a variable.
+# "client": a client's key at the door, an RFC 7235 token68 of 32-512 characters (an nginx map key).
+SECRET_FORMS = {
+    "header": (re.compile(r"^[\x21\x23-\x26\x28-\x5b\x5d-\x7e]+$"),
+               "printable ASCII without spaces, quotes or backslashes"),
+    "nginx": (re.compile(r"^[\x21\x23\x25-\x26\x28-\x5b\x5d-\x7e]+$"),
+              "printable ASCII without spaces, quotes, backslashes or '$'"),
+    "client": (re.compile(r"^[A-Za-z0-9._~+/-]{32,512}=*$"),
+               "32-512 characters of A-Z a-z 0-9 . _ ~ + / - (then = padding)"),
+}
+
+
+def secret_value_errors(values, form="header"):
+    """["<label> must be <the form>"] for each string of values ({label: secret}) that is not empty and breaks the
+    rule of ``form`` (SECRET_FORMS); the label names where it comes from, the message never holds the value. A value
+    that is not a string is left to the type check (typed_errors)."""
+    if form not in SECRET_FORMS:
+        raise ValueError("secret_value_errors: form must be one of %s, got %s" % (", ".join(SECRET_FORMS), show(form)))
+    pattern, text = SECRET_FORMS[form]
+    return ["%s must be %s" % (label, text) for label, value in values.items()
+            if isinstance(value, str) and value and not pattern.fullmatch(value)]
 
 
 # ---------------------------------------------------------------------------------------------------------------

@@ -132,6 +132,9 @@ CASES = [
      ["vllm_service_api_key must be a str", "a mapping of 1 entries (a secret: not shown)"]),
     ("secret_hf_token_as_a_list", {"vllm_service_hf_token": ["hf_4306a1b2c3d4e5f6a7b8c9d0e1f2"]},
      ["vllm_service_hf_token must be a str", "a list of 1 items (a secret: not shown)"]),
+    # the right type, a character that would break the env file or the header: the one secret rule names the variable
+    ("secret_api_key_with_a_space", {"vllm_service_api_key": "4306a1b2c3d4 e5f6a7b8c9d0e1f2-key"},
+     ["the API key (vllm_service_api_key) must be printable ASCII without spaces, quotes or backslashes"]),
     # 42.4 a dict given as a string (what `-e name={...}` gives) is refused like any bad type, before any task.
     ("coerce_settings_as_a_string", {"vllm_service_settings": '{"max_num_seqs": 4}'},
      ["vllm_service_settings must be a dict", "-e vllm_service_settings=... gives a string"]),
@@ -177,7 +180,7 @@ CASES = [
       "nothing was changed on the host"]),
 ]
 # Secret values of the cases above: none may appear anywhere in the run's output.
-SECRET_VALUES = ["4306a1b2c3d4e5f6a7b8c9d0e1f2-vllm", "hf_4306a1b2c3d4e5f6a7b8c9d0e1f2"]
+SECRET_VALUES = ["4306a1b2c3d4e5f6a7b8c9d0e1f2-vllm", "hf_4306a1b2c3d4e5f6a7b8c9d0e1f2", "4306a1b2c3d4 e5f6a7b8c9d0e1f2-key"]
 # What site.yml's play 1 gathers (its gather_subset), once for all the cases (gathered_once).
 with open(f"{REPO}/playbooks/site.yml", encoding="utf-8") as _fh:
     GATHER_SUBSET = yaml.safe_load(_fh)[0]["gather_subset"]

@@ -1,17 +1,19 @@
 """Unit tests of the host invariants (plugins/module_utils/gpuhost_invariants.py) through the filters site.yml's play 1
-runs (plugins/filter/gpuhost_checks.py): owned paths, the listener table, the readers of /proc and dpkg.
+runs (plugins/filter/gpuhost_checks.py): owned paths, the listener table, a secret's characters, the readers of /proc and dpkg.
 
 Data-driven cases in tests/unit/data/gpuhost_invariants.yaml.
 """
 from __future__ import annotations
 
 import pytest
+from ansible.errors import AnsibleFilterError
 
 from ansible_collections.gpuhost.inference.plugins.filter.gpuhost_checks import (
     listener_errors,
     listener_vars,
     owned_path_errors,
     owned_paths,
+    secret_value_errors,
     unit_value_errors,
 )
 from ansible_collections.gpuhost.inference.plugins.module_utils import gpuhost_invariants as inv
@@ -119,3 +121,20 @@ def test_every_owned_path_goes_through_the_rule_in_its_roles_preflight():
         elif "'%s':" % name not in text:
             missing.append(name)
     assert not missing
+
+
+SECRETS = load_cases("gpuhost_invariants.yaml", "secrets")
+
+
+@pytest.mark.parametrize("case", SECRETS, ids=case_ids(SECRETS))
+def test_secret_characters(case):
+    """The one rule for a key's characters, by where it lands; the message names the label, never the value."""
+    errors = secret_value_errors(case["values"], case.get("form", "header"))
+    assert_errors_match(errors, case["expect_errors"])
+    shown = [value for value in case["values"].values() if isinstance(value, str) and len(value) > 3]
+    assert not [e for e in errors for value in shown if value in e]
+
+
+def test_secret_form_must_be_known():
+    with pytest.raises(AnsibleFilterError, match="form must be one of header, nginx, client"):
+        secret_value_errors({"x": "y"}, "env")
