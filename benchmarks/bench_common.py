@@ -204,7 +204,8 @@ class VllmServer:
         return self
 
     def _wait_healthy(self, t0):
-        import http.client  # pylint: disable=import-outside-toplevel
+        http = load_client().http  # the collection's one client: its standard-library helper for a short request
+        endpoint = http.Endpoint("http://127.0.0.1:%d" % self.port)
         while True:
             rc = self.proc.poll()
             if rc is not None:
@@ -213,15 +214,11 @@ class VllmServer:
             if time.perf_counter() - t0 > self.startup_timeout:
                 raise RuntimeError("vLLM (%s) not healthy within %.0fs; its log ends:\n%s" % (
                     self.label, self.startup_timeout, self.log_tail()))
-            conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=5)
             try:
-                conn.request("GET", "/health")
-                if conn.getresponse().status == 200:
+                if http.plain_request(endpoint, "GET", "/health", timeout=5)[0] == 200:
                     return
-            except (OSError, http.client.HTTPException):
+            except http.ClientError:
                 pass
-            finally:
-                conn.close()
             time.sleep(1.0)
 
     def log_tail(self, chars=4000):
