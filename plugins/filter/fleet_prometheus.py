@@ -20,8 +20,8 @@ from collections.abc import Mapping
 
 from ansible.errors import AnsibleFilterError
 
+from ansible_collections.gpuhost.inference.plugins.module_utils import gpuhost_invariants as _inv
 from ansible_collections.gpuhost.inference.plugins.module_utils.gpuhost_values import show as _show
-from ansible_collections.gpuhost.inference.plugins.module_utils.gpuhost_values import as_int as _int
 from ansible_collections.gpuhost.inference.plugins.module_utils.gpuhost_values import host_var_getter
 from ansible_collections.gpuhost.inference.plugins.module_utils.gpuhost_values import is_loopback as _is_loopback
 
@@ -83,10 +83,11 @@ def fleet_prometheus_targets(groups, hostvars, monitoring_host, gpu_group="gpu_s
         for name in names:
             get = host_var_getter(hostvars, name)
             host = get(host_var, defaults.get(host_var, "127.0.0.1"))
-            port = _int(get(port_var, defaults.get(port_var)), None)
-            if port is None or not 1 <= port <= 65535:
-                errors.append("%s %s: %s must be a port 1-65535, got %s" % (job, name, port_var, _show(get(port_var, None))))
+            port = get(port_var, defaults.get(port_var))
+            if _inv.port_error(port_var, port):
+                errors.append("%s %s: %s" % (job, name, _inv.port_error(port_var, get(port_var, None))))
                 continue
+            port = int(port)
             address = _address(name, host, monitoring_host, get("ansible_host", name))
             if address is None:
                 errors.append(
@@ -124,9 +125,8 @@ def fleet_prometheus_bind_errors(values):
                           "with authentication, or set fleet_prometheus_allow_remote: true to mean it" % (var, _show(host)))
     for var in ("fleet_prometheus_port", "fleet_prometheus_alertmanager_port"):
         if var in values:
-            port = _int(values[var], None)
-            if port is None or isinstance(values[var], bool) or not 1 <= port <= 65535:
-                errors.append("%s must be a port 1-65535, got %s" % (var, _show(values[var])))
+            if _inv.port_error(var, values[var]):
+                errors.append(_inv.port_error(var, values[var]))
     return errors
 
 

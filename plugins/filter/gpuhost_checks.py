@@ -28,28 +28,15 @@ from ansible_collections.gpuhost.inference.plugins.module_utils.gpuhost_values i
 PATH_RE = _inv.PATH_RE
 PATH_FORM = _inv.PATH_FORM
 
-UNIT_TYPES = ("service", "socket", "device", "mount", "automount", "swap", "target", "path", "timer", "slice", "scope")
-# systemd's unit name characters (unit_name_is_valid()) but the backslash of its escapes; the
-# first one is not '-' or '.', so that the name is never read as an option of systemctl.
-UNIT_RE = re.compile(r"^[A-Za-z0-9:_][A-Za-z0-9:_.-]*(@[A-Za-z0-9:_.-]*)?\.(?P<type>[a-z]+)$")
-UNIT_MAX = 255
-
 # As useradd/groupadd take them (NAME_REGEX of adduser.conf, shadow's default).
 USER_RE = re.compile(r"^[a-z_][a-z0-9_-]*\$?$")
 USER_MAX = 32
 
-# A [Service] directive name, and the characters that would end its value early: systemd's
-# parser ends a line at \n, \r and NUL.
+# A [Service] directive name.
 DIRECTIVE_RE = re.compile(r"^[A-Z][A-Za-z]+$")
-LINE_BREAKS = ("\n", "\r", "\x00")
 
 KINDS = ("path", "unit", "user", "directives")
 
-# The characters that end a line somewhere a role's string lands: systemd's unit and env file parsers (\n, \r,
-# NUL), YAML (NEL, U+2028, U+2029) and Python's str.splitlines() (\v, \f, \x1c-\x1e), which the roles' own
-# readers use. Named in the message (a CR is invisible in a terminal).
-LINE_ENDS = {"\n": "LF", "\r": "CR", "\x00": "NUL", "\x0b": "VT", "\x0c": "FF", "\x1c": "U+001C", "\x1d": "U+001D",
-             "\x1e": "U+001E", "\x85": "NEL (U+0085)", "\u2028": "U+2028", "\u2029": "U+2029"}
 # Keys whose values line_errors leaves to a check of their own: a profile's description (filter vllm_profile_errors:
 # one line, the final line break of a folded YAML scalar allowed, every control character refused).
 LINE_OWN_CHECK = ("description",)
@@ -68,18 +55,17 @@ def _path_errors(name, value):
 
 
 def _unit_errors(name, value, types):
-    match = UNIT_RE.fullmatch(value)
-    if match and len(value) <= UNIT_MAX and match.group("type") in types:
-        if "@." in value:
+    if _inv.is_unit(value, types):
+        if not _inv.is_unit(value, types, template=False):
             return ["%s must name a unit systemd can start: %s is a template (name@.type), give an instance "
                     "(name@instance.type) or a plain name" % (name, _show(value))]
         return []
-    if tuple(types) == UNIT_TYPES:
+    if tuple(types) == _inv.UNIT_TYPES:
         ending = "ending in a unit type (.service, .target, .mount, .socket, .timer, ...)"
     else:
         ending = "ending in %s" % ", ".join("." + t for t in types)
     form = "a systemd unit name (letters, digits and : _ . - with an optional @instance, at most %d characters) %s" \
-           % (UNIT_MAX, ending)
+           % (_inv.UNIT_MAX, ending)
     return ["%s must be %s, got %s" % (name, form, _show(value))]
 
 
@@ -102,7 +88,7 @@ def _directive_errors(name, value):
         for item in setting if isinstance(setting, list) else [setting]:
             if isinstance(item, (Mapping, list)) or item is None:
                 errors.append("%s: %s must be a single-line value or a list of them, got %s" % (name, key, _type_name(item)))
-            elif any(brk in str(item) for brk in LINE_BREAKS):
+            elif _inv.line_end(str(item)):
                 errors.append("%s: %s must be a single-line value (no line break or NUL), got %s" % (name, key, _show(str(item))))
             elif key == "Environment":
                 errors.extend(_secret_environment_errors(name, str(item)))
@@ -130,13 +116,13 @@ def unit_value_errors(values, kind, allow_empty=False, types=None):
         raise ValueError("unit_value_errors: kind must be one of %s, got %r" % (", ".join(KINDS), kind))
     values = _variables(values, "unit_value_errors")
     if types is None:
-        types = UNIT_TYPES
+        types = _inv.UNIT_TYPES
     elif isinstance(types, str):
         types = (types,)
     types = tuple(types)
-    unknown = [t for t in types if t not in UNIT_TYPES]
+    unknown = [t for t in types if t not in _inv.UNIT_TYPES]
     if unknown or not types:
-        raise ValueError("unit_value_errors: types must be a non-empty list of %s, got %r" % (", ".join(UNIT_TYPES), types))
+        raise ValueError("unit_value_errors: types must be a non-empty list of %s, got %r" % (", ".join(_inv.UNIT_TYPES), types))
 
     errors = []
     for name in values:
@@ -165,11 +151,11 @@ def unit_value_errors(values, kind, allow_empty=False, types=None):
 
 def _line_walk(label, value, secret, errors):
     if isinstance(value, str):
-        where = next(((i, c) for i, c in enumerate(value) if c in LINE_ENDS), None)
+        where = _inv.line_end(value)
         if where is not None:
             shown = "a %d-character value" % len(value) if secret else _show(value)
             errors.append("%s must be a single line (no line break or NUL: it is written into a file, a unit or a "
-                          "command line), got %s with %s at character %d" % (label, shown, LINE_ENDS[where[1]], where[0]))
+                          "command line), got %s with %s at character %d" % (label, shown, where[1], where[0]))
     elif isinstance(value, Mapping):
         for key, item in value.items():
             if isinstance(key, str) and key in LINE_OWN_CHECK:
@@ -261,6 +247,13 @@ def listener_vars(roles):
     return names
 
 
+def port_errors(values, low=1):
+    """Error strings for the values ({variable: port}) that are not a port from ``low`` to 65535 (the one port rule,
+    module_utils/gpuhost_invariants.py port_error)."""
+    values = _variables(values, "port_errors")
+    return [error for error in (_inv.port_error(str(name), value, int(low)) for name, value in values.items()) if error]
+
+
 def secret_value_errors(values, form="header"):
     """Error strings for the secrets of values ({label: key or token}) whose characters break the rule of where they
     land (form: header, nginx or client; module_utils/gpuhost_invariants.py SECRET_FORMS); never a value."""
@@ -296,4 +289,4 @@ class FilterModule:
                 "line_errors": line_errors, "url_host": url_host,
                 "owned_path_errors": owned_path_errors, "owned_paths": owned_paths,
                 "listener_errors": listener_errors, "listener_vars": listener_vars,
-                "secret_value_errors": secret_value_errors}
+                "port_errors": port_errors, "secret_value_errors": secret_value_errors}

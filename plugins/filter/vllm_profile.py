@@ -11,6 +11,7 @@ import re
 import unicodedata
 from collections.abc import Mapping
 
+from ansible_collections.gpuhost.inference.plugins.module_utils import gpuhost_invariants as _inv
 from ansible_collections.gpuhost.inference.plugins.module_utils.gpuhost_values import (
     SECRET_ENV,
     SECRET_SETTINGS,
@@ -22,14 +23,6 @@ PROFILE_KEYS = ("description", "environment", "settings")
 PROFILE_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 HUMAN_INT_RE = re.compile(r"^\d+(\.\d+)?[kKmMgGtT]$")
-# What str.splitlines() ends a line at (YAML 1.1 also ends one at \x85, \u2028 and \u2029).
-LINE_BREAKS = {
-    "\n": "a line feed (\\n)", "\r": "a carriage return (\\r)", "\v": "a vertical tab (\\v)",
-    "\f": "a form feed (\\f)", "\x1c": "U+001C (FILE SEPARATOR)", "\x1d": "U+001D (GROUP SEPARATOR)",
-    "\x1e": "U+001E (RECORD SEPARATOR)", "\x85": "U+0085 (NEXT LINE)", "\u2028": "U+2028 (LINE SEPARATOR)",
-    "\u2029": "U+2029 (PARAGRAPH SEPARATOR)",
-}
-
 # Integers > 0. vLLM also takes human-readable sizes (8k, 256M) for some (arg_utils.py).
 POSITIVE_INTS = (
     "max_num_seqs",
@@ -112,9 +105,8 @@ def _check_value(where, key, value):
         extra += " or 'auto'" if key == "max_model_len" else ""
         return ["%s: %s must be an integer > 0%s, got %r (%s)" % (where, key, extra, value, _type_name(value))]
     if key == "port":
-        if _is_int(value) and 1 <= value <= 65535:
-            return []
-        return ["%s: port must be an integer 1-65535, got %r (%s)" % (where, value, _type_name(value))]
+        error = _inv.port_error("port", value, strict=True)
+        return ["%s: %s (%s)" % (where, error, _type_name(value))] if error else []
     if key in FRACTIONS:
         if _is_number(value) and 0 < value <= 1:
             return []
@@ -142,14 +134,13 @@ def _check_value(where, key, value):
 def _check_description(where, name, description):
     """A description is one line: it is written as a comment at the top of the profile's YAML file."""
     text = description.strip()  # the line break a folded YAML scalar (>) ends with is fine
-    if len(text.splitlines()) > 1:
-        pos, char = next((i, c) for i, c in enumerate(text) if len(("x%sx" % c).splitlines()) > 1)
-    else:
-        pos, char = next(((i, c) for i, c in enumerate(text) if unicodedata.category(c) == "Cc" and c != "\t"),
-                         (None, None))
-        if char is None:
+    found = _inv.line_end(text)
+    if found is None:
+        pos = next((i for i, c in enumerate(text) if unicodedata.category(c) == "Cc" and c != "\t"), None)
+        if pos is None:
             return []
-    what = LINE_BREAKS.get(char) or "the control character U+%04X" % ord(char)
+        found = (pos, "the control character U+%04X" % ord(text[pos]))
+    pos, what = found
     return [
         "%s: description (vllm_service_profiles / vllm_service_extra_profiles) must be a single line without "
         "control characters (it is written as a comment at the top of %s.yaml), got %s at character %d"

@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from ansible.errors import AnsibleFilterError
 
 from ansible_collections.gpuhost.inference.plugins.filter.gpuhost_checks import url_host as _url_host
+from ansible_collections.gpuhost.inference.plugins.module_utils import gpuhost_invariants as _inv
 from ansible_collections.gpuhost.inference.plugins.module_utils.gpuhost_values import show as _show
 from ansible_collections.gpuhost.inference.plugins.module_utils.gpuhost_values import (
     as_int as _int,
@@ -31,9 +32,9 @@ _HOST = re.compile(r"^(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9._:-]+)$")
 _URL = re.compile(r"^https?://(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9._-]+)(:[0-9]{1,5})?(/[A-Za-z0-9._~/-]*)?$")
 _VERSION = re.compile(r"^(0|[1-9][0-9]*)([.](0|[1-9][0-9]*)){2,3}([.]post(0|[1-9][0-9]*))?$")
 _DISTRIBUTION = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9._-]*[A-Za-z0-9])?$")
-_PATH = re.compile(r"^/[A-Za-z0-9._/-]*$")
+# A URL path on the workers (the health check endpoint).
+_URL_PATH = re.compile(r"^/[A-Za-z0-9._/-]*$")
 _FLAG = re.compile(r"^[a-z][a-z0-9_-]*$")
-_LINE_BREAKS = ("\n", "\r", "\x00")
 
 # The flags the role sets from its own variables (vllm_router_extra_args may not set them), and the secret.
 OWNED_FLAGS = {
@@ -84,11 +85,9 @@ def _text(value):
 
 
 def _port_errors(name, value):
-    port = _int(value, None)
-    if port is None or isinstance(value, bool) or not _PRIVILEGED_PORTS <= port <= 65535:
-        return ["%s must be a port from %d to 65535 (the router runs as an unprivileged user without "
-                "CAP_NET_BIND_SERVICE; put a reverse proxy in front for 80/443), got %s" % (name, _PRIVILEGED_PORTS, _show(value))]
-    return []
+    error = _inv.port_error(name, value, _PRIVILEGED_PORTS, "the router runs as an unprivileged user without "
+                            "CAP_NET_BIND_SERVICE; put a reverse proxy in front for 80/443")
+    return [error] if error else []
 
 
 def _host_errors(name, value):
@@ -118,8 +117,8 @@ def _url_errors(name, urls):
                           "port, no trailing slash, no spaces), got %s" % (name, index, _show(url)))
             continue
         port = re.search(r":([0-9]+)(/|$)", url.split("://", 1)[1])
-        if port and not 1 <= int(port.group(1)) <= 65535:
-            errors.append("%s[%d]: the port of %s must be 1-65535" % (name, index, url))
+        if port and _inv.port_error("the port of %s" % url, port.group(1)):
+            errors.append("%s[%d]: %s" % (name, index, _inv.port_error("the port of %s" % url, port.group(1))))
     duplicates = sorted({u for u in urls if isinstance(u, str) and urls.count(u) > 1})
     if duplicates:
         errors.append("%s lists %s more than once: each worker once" % (name, ", ".join(duplicates)))
@@ -150,7 +149,7 @@ def _extra_args_errors(extra, flags):
             if isinstance(item, (Mapping, list)) or (item is None and not isinstance(value, bool)):
                 errors.append("vllm_router_extra_args: %s must be a single value, a list of values or true/false, got %s"
                               % (flag, _show(item)))
-            elif any(brk in str(item) for brk in _LINE_BREAKS):
+            elif _inv.line_end(str(item)):
                 errors.append("vllm_router_extra_args: %s must be a single-line value, got %s" % (flag, _show(str(item))))
     return errors
 
@@ -218,16 +217,17 @@ def vllm_router_var_errors(values):
                       % (v["vllm_router_retry_max_backoff_ms"], v["vllm_router_retry_initial_backoff_ms"]))
     if "vllm_router_health_check_endpoint" in v:
         endpoint = v["vllm_router_health_check_endpoint"]
-        if not isinstance(endpoint, str) or not _PATH.match(endpoint):
+        if not isinstance(endpoint, str) or not _URL_PATH.match(endpoint):
             errors.append("vllm_router_health_check_endpoint must be a path on the workers like /health (vLLM answers 200 "
                           "there once its engine is up), got %s" % _show(endpoint))
     for name in ("vllm_router_wheelhouse", "vllm_router_index_url"):
         value = v.get(name, "")
         if name not in v or value == "":
             continue
-        if name == "vllm_router_wheelhouse" and not (isinstance(value, str) and _PATH.match(value) and len(value) > 1):
-            errors.append("vllm_router_wheelhouse must be '' (use the package index) or an absolute path ON THE TARGET "
-                          "without spaces, got %s" % _show(value))
+        if name == "vllm_router_wheelhouse" and not (isinstance(value, str) and _inv.PATH_RE.fullmatch(value)
+                                                     and ".." not in value.split("/") and len(value) > 1):
+            errors.append("vllm_router_wheelhouse must be '' (use the package index) or %s ON THE TARGET, got %s"
+                          % (_inv.PATH_FORM, _show(value)))
         if name == "vllm_router_index_url" and not (isinstance(value, str) and re.match(r"^(https?|file)://\S+$", value)):
             errors.append("vllm_router_index_url must be '' or an http(s):// or file:// URL, got %s" % _show(value))
     if "vllm_router_user" in v and v["vllm_router_user"] == "root":
@@ -266,10 +266,10 @@ def _workers(names, hostvars, router_host, explicit_urls, group, default_host, d
     urls, errors, keys, key_files, no_key = [], [], [], [], []
     for name in names:
         w = _worker(hostvars, name, default_host, default_port)
-        port = _int(w["port"], None)
-        if port is None or isinstance(w["port"], bool) or not 1 <= port <= 65535:
-            errors.append("worker %s: vllm_service_port must be a port 1-65535, got %s" % (name, _show(w["port"])))
+        if _inv.port_error("vllm_service_port", w["port"]):
+            errors.append("worker %s: %s" % (name, _inv.port_error("vllm_service_port", w["port"])))
             continue
+        port = int(w["port"])
         host = _text(w["host"])
         if _is_loopback(host):
             if name != router_host:

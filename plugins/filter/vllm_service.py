@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 
+from ansible_collections.gpuhost.inference.plugins.module_utils import gpuhost_invariants as _inv
 from ansible_collections.gpuhost.inference.plugins.module_utils.gpuhost_values import show as _show
 from ansible_collections.gpuhost.inference.plugins.module_utils.gpuhost_values import (
     as_int as _int,
@@ -21,7 +22,6 @@ from ansible_collections.gpuhost.inference.plugins.module_utils.gpuhost_values i
 
 _SPACE = re.compile(r"\s")
 # What would end a line of the profile file, the env file or the unit early.
-_LINE_BREAKS = ("\n", "\r", "\x00")
 # Below it a port needs CAP_NET_BIND_SERVICE, which the unit never grants (empty AmbientCapabilities=).
 _PRIVILEGED_PORTS = 1024
 
@@ -78,15 +78,15 @@ def vllm_service_var_errors(values):
         errors.append("vllm_service_model must be set: a Hugging Face repo id or an absolute path on the host")
     for name in ("vllm_service_model", "vllm_service_served_model_name"):
         text = v.get(name)
-        if isinstance(text, str) and any(brk in text for brk in _LINE_BREAKS):
-            errors.append("%s must be a single line (no CR, LF or NUL: it is written into the profile file), got %s"
+        if isinstance(text, str) and _inv.line_end(text):
+            errors.append("%s must be a single line (no line break or NUL: it is written into the profile file), got %s"
                           % (name, _show(text)))
     host = v["vllm_service_host"]
     if not str(host).strip() or _SPACE.search(str(host)):
         errors.append("vllm_service_host must be an address or host name, got " + _show(host))
     port = v["vllm_service_port"]
-    if _int(port) < 1 or _int(port) > 65535:
-        errors.append("vllm_service_port must be 1-65535, got %s" % (port,))
+    if _inv.port_error("vllm_service_port", port):
+        errors.append(_inv.port_error("vllm_service_port", port))
     user = v.get("vllm_service_user")
     if user == "root":
         errors.append("vllm_service_user must not be root (vLLM runs a web server and loads model code: it runs as the "

@@ -16,8 +16,8 @@ import re
 from ansible.errors import AnsibleFilterError
 
 from ansible_collections.gpuhost.inference.plugins.module_utils.gpuhost_values import as_float as _num
+from ansible_collections.gpuhost.inference.plugins.module_utils import gpuhost_invariants as _inv
 from ansible_collections.gpuhost.inference.plugins.module_utils.gpuhost_values import show as _show
-from ansible_collections.gpuhost.inference.plugins.module_utils.gpuhost_invariants import owned_path_errors
 from ansible_collections.gpuhost.inference.plugins.module_utils.gpuhost_values import check as _typed
 from ansible_collections.gpuhost.inference.plugins.module_utils.gpuhost_values import marked_options
 from ansible_collections.gpuhost.inference.plugins.module_utils.vllm_engine import engine_deaths
@@ -33,7 +33,6 @@ CONCURRENCY_MAX = 1024
 # http(s)://host:port[/path]: a host name, an IPv4 address or a bracketed IPv6 literal, and the port.
 _BASE_URL = re.compile(r"^(?P<scheme>https?)://(?P<host>\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9]([A-Za-z0-9.-]*[A-Za-z0-9])?)"
                        r":(?P<port>[0-9]{1,5})(?P<path>/[A-Za-z0-9._~/-]*)?$")
-_UNIT = re.compile(r"^[A-Za-z0-9:_][A-Za-z0-9:_.-]*(@[A-Za-z0-9:_.-]+)?\.service$")
 _PLATFORM = re.compile(r"Automatically detected platform (\w+)|\bdevice_config=(\w+)")
 
 
@@ -617,7 +616,7 @@ def _base_url_errors(url):
     form = ("vllm_verify_base_url must be http(s)://HOST:PORT with an optional /path (HOST a name, an IPv4 address or an "
             "IPv6 literal in brackets, http://[::1]:8000; PORT 1-65535), got %s")
     match = _BASE_URL.match(url) if isinstance(url, str) else None
-    if not match or not 1 <= int(match.group("port")) <= 65535:
+    if not match or _inv.port_error("port", match.group("port")):
         return [form % _show(url)]
     host = match.group("host")
     if host.startswith("["):
@@ -661,15 +660,15 @@ def vllm_verify_var_errors(values):
     if "vllm_verify_base_url" in values:
         errors.extend(_base_url_errors(values["vllm_verify_base_url"]))
     unit = values.get("vllm_verify_unit_name", "x.service")
-    if not isinstance(unit, str) or not _UNIT.match(unit) or len(unit) > 255:
+    if not _inv.is_unit(unit, ("service",), template=False):
         errors.append("vllm_verify_unit_name must be a systemd service name (letters, digits and : _ . - with an optional "
                       "@instance, ending in .service; not a template), got %s" % _show(unit))
     # The collection's one path rule (module_utils/gpuhost_invariants.py) for the role's owned paths (`type: path`).
     owned = marked_options("owned_path", ["vllm_verify"])
-    errors.extend(owned_path_errors({name: values[name] for name in owned if name in values and values[name] is not None}))
+    errors.extend(_inv.owned_path_errors({name: values[name] for name in owned if name in values and values[name] is not None}))
     report_dir = values.get("vllm_verify_controller_report_dir", "/x")
     if (not isinstance(report_dir, str) or not report_dir.startswith("/") or report_dir.strip() != report_dir
-            or any(c in report_dir for c in ("\n", "\r", "\x00")) or ".." in report_dir.split("/")):
+            or _inv.line_end(report_dir) or ".." in report_dir.split("/")):
         errors.append("vllm_verify_controller_report_dir must be an absolute path on the controller (no line break, NUL, "
                       ".. component or surrounding spaces), got %s" % _show(report_dir))
     return errors

@@ -9,6 +9,8 @@
   owns unless it is the role's own default (node exporter's textfile directory of its package).
 - Listeners: one table per host of every port the roles of the host open (LISTENERS); two of ours never share a
   port and an address family; a port taken by a process that is not ours is refused with its name.
+- The forms of what lands in a unit, a file or a command line: a path (PATH_RE), a unit name (UNIT_RE), a single
+  line (LINE_ENDS), a port (port_error).
 - Secrets: an option with ``no_log: true`` in its argument spec is never shown (its name and length only); a key
   or token's characters follow the one rule of the place it lands (SECRET_FORMS: an env file and a header, a quoted
   nginx string, a client's key at the door).
@@ -27,6 +29,35 @@ from collections.abc import Mapping
 PATH_RE = re.compile(r"^/[A-Za-z0-9._/-]+$")
 PATH_FORM = ("an absolute path of letters, digits and . _ / - (^/[A-Za-z0-9._/-]+$; no spaces, quotes, % specifiers "
              "or .. components)")
+
+# A systemd unit name: systemd's unit name characters (unit_name_is_valid()) but the backslash of its escapes; the first
+# one is not '-' or '.', so that the name is never read as an option of systemctl. A template (name@.type) has an
+# empty instance.
+UNIT_TYPES = ("service", "socket", "device", "mount", "automount", "swap", "target", "path", "timer", "slice", "scope")
+UNIT_RE = re.compile(r"^[A-Za-z0-9:_][A-Za-z0-9:_.-]*(@[A-Za-z0-9:_.-]*)?\.(?P<type>[a-z]+)$")
+UNIT_MAX = 255
+
+# The characters that end a line somewhere a role's string lands: systemd's unit and env file parsers (\n, \r, NUL),
+# YAML (NEL, U+2028, U+2029) and Python's str.splitlines() (\v, \f, \x1c-\x1e), which the roles' own readers use.
+# Named in messages (a CR is invisible in a terminal).
+LINE_ENDS = {"\n": "LF (\\n)", "\r": "CR (\\r)", "\x00": "NUL (\\0)", "\x0b": "VT (\\v)", "\x0c": "FF (\\f)",
+             "\x1c": "U+001C (FILE SEPARATOR)", "\x1d": "U+001D (GROUP SEPARATOR)", "\x1e": "U+001E (RECORD SEPARATOR)",
+             "\x85": "NEL (U+0085)", "\u2028": "U+2028 (LINE SEPARATOR)", "\u2029": "U+2029 (PARAGRAPH SEPARATOR)"}
+_LINE_END_RE = re.compile("[%s]" % "".join(LINE_ENDS))
+
+
+def is_unit(name, types=UNIT_TYPES, template=True):
+    """True for a unit name of the one form (UNIT_RE, at most UNIT_MAX characters) whose type is one of ``types``;
+    a template (name@.type) only with ``template``."""
+    match = UNIT_RE.fullmatch(name) if isinstance(name, str) else None
+    return bool(match and len(name) <= UNIT_MAX and match.group("type") in types and (template or "@." not in name))
+
+
+def line_end(text):
+    """(position, name) of the first character of ``text`` that ends a line (LINE_ENDS), else None."""
+    match = _LINE_END_RE.search(text)
+    return (match.start(), LINE_ENDS[match.group()]) if match else None
+
 
 # The system's own directories: the Filesystem Hierarchy Standard 3.0 (chapters 3-6: the root, /usr, /var, /run
 # and their required and optional subdirectories) and systemd's file-hierarchy(7) (the same tree as systemd
@@ -206,7 +237,7 @@ def listener_table(values, roles):
 
 
 def _port(value):
-    if isinstance(value, bool):
+    if isinstance(value, bool) or (isinstance(value, float) and not value.is_integer()):
         return None
     try:
         return int(value)
@@ -214,12 +245,23 @@ def _port(value):
         return None
 
 
+PORT_MAX = 65535
+
+
+def port_error(name, value, low=1, why="", strict=False):
+    """The one port rule: None for a whole number from ``low`` (1; 1024 for a program without CAP_NET_BIND_SERVICE)
+    to 65535 (an int or its text: -e gives strings; a bool is not a port; ``strict``: an int only, as a YAML file
+    must give it), else "<name> must be a port <low>-65535 [why], got <value>"."""
+    port = _port(value) if not strict or (isinstance(value, int) and not isinstance(value, bool)) else None
+    if port is not None and low <= port <= PORT_MAX:
+        return None
+    return "%s must be a port %d-%d%s, got %s" % (name, low, PORT_MAX, " (%s)" % why if why else "", show(value))
+
+
 def _label(entry):
     return "%s=%s (%s, %s=%s)" % (entry["port_var"], entry["port"], entry["what"], entry["host_var"], entry["host"])
 
 
-# A plain service unit's name (no template, no specifier): what a listener's unit is compared by.
-_UNIT_FORM = re.compile(r"[A-Za-z0-9:_.\\-]+(@[A-Za-z0-9:_.\\-]+)?\.service")
 
 
 def listener_errors(table, live=None):
@@ -240,7 +282,7 @@ def listener_errors(table, live=None):
         port = _port(entry["port"])
         if port is None:
             continue
-        if entry["unit"] and not _UNIT_FORM.fullmatch(entry["unit"]):
+        if entry["unit"] and not is_unit(entry["unit"], ("service",), template=False):
             continue  # not a unit name the listener can be told by: the role's preflight names the form error
         ours = bind_kind(entry["host"])
         for held in live or []:

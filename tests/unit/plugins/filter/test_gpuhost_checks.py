@@ -11,10 +11,10 @@ from __future__ import annotations
 import pytest
 
 from ansible_collections.gpuhost.inference.plugins.filter.gpuhost_checks import (
-    UNIT_TYPES,
     FilterModule,
     unit_value_errors,
 )
+from ansible_collections.gpuhost.inference.plugins.module_utils.gpuhost_invariants import UNIT_TYPES
 
 from ansible_collections.gpuhost.inference.tests.unit.asserts import assert_errors_match
 from ansible_collections.gpuhost.inference.tests.unit.paths import load_cases
@@ -83,7 +83,8 @@ def test_does_not_change_its_input():
 
 def test_filter_registered():
     assert set(FilterModule().filters()) == {"unit_value_errors", "typed", "typed_errors", "line_errors", "url_host",
-                                             "owned_path_errors", "owned_paths", "listener_errors", "listener_vars"}
+                                             "owned_path_errors", "owned_paths", "listener_errors", "listener_vars",
+                                             "port_errors", "secret_value_errors"}
 
 
 # --- the bad-input matrix -----------------------------------------------------------------------

@@ -13,6 +13,7 @@ from ansible_collections.gpuhost.inference.plugins.filter.gpuhost_checks import 
     listener_vars,
     owned_path_errors,
     owned_paths,
+    port_errors,
     secret_value_errors,
     unit_value_errors,
 )
@@ -138,3 +139,31 @@ def test_secret_characters(case):
 def test_secret_form_must_be_known():
     with pytest.raises(AnsibleFilterError, match="form must be one of header, nginx, client"):
         secret_value_errors({"x": "y"}, "env")
+
+
+PORTS = load_cases("gpuhost_invariants.yaml", "ports")
+
+
+@pytest.mark.parametrize("case", PORTS, ids=case_ids(PORTS))
+def test_ports(case):
+    """The one port rule, as every role's check calls it."""
+    assert_errors_match(port_errors(case["values"], case.get("low", 1)), case["expect_errors"])
+
+
+@pytest.mark.parametrize("text,expected", [("abc", None), ("a\nb", (1, "LF (\\n)")), ("a\r\nb", (1, "CR (\\r)")),
+                                           ("x\u2028", (1, "U+2028 (LINE SEPARATOR)")), ("\x00", (0, "NUL (\\0)")),
+                                           ("tab\tok", None)])
+def test_line_end(text, expected):
+    """The one single-line rule: the first character that ends a line, named."""
+    assert inv.line_end(text) == expected
+
+
+@pytest.mark.parametrize("name,types,template,expected", [
+    ("vllm.service", ("service",), False, True), ("vllm@gpu0.service", ("service",), False, True),
+    ("vllm@.service", ("service",), False, False), ("vllm@.service", ("service",), True, True),
+    ("vllm.timer", ("service",), True, False), ("-vllm.service", inv.UNIT_TYPES, True, False),
+    ("a\\x2d.service", inv.UNIT_TYPES, True, False), ("x" * 248 + ".service", inv.UNIT_TYPES, True, False),
+    (None, inv.UNIT_TYPES, True, False)])
+def test_unit_name(name, types, template, expected):
+    """The one unit-name rule (unit_value_errors, vllm_verify's unit and the listener table call it)."""
+    assert inv.is_unit(name, types, template) is expected
