@@ -262,8 +262,6 @@ def _label(entry):
     return "%s=%s (%s, %s=%s)" % (entry["port_var"], entry["port"], entry["what"], entry["host_var"], entry["host"])
 
 
-
-
 def listener_errors(table, live=None):
     """Error strings: two listeners of the table on one port and address family; a port of the table held by a
     process that is not the unit the table puts there (live: [{address, family, port, pid, process, unit}] read on the
