@@ -18,7 +18,7 @@ from ansible_collections.gpuhost.inference.plugins.filter.gpuhost_checks import 
     unit_value_errors,
 )
 from ansible_collections.gpuhost.inference.plugins.module_utils import gpuhost_invariants as inv
-from ansible_collections.gpuhost.inference.plugins.module_utils.gpuhost_values import marked_options
+from ansible_collections.gpuhost.inference.plugins.module_utils.gpuhost_values import marked_options, owner_role
 from ansible_collections.gpuhost.inference.tests.unit.asserts import assert_errors_match
 from ansible_collections.gpuhost.inference.tests.unit.paths import case_ids, load_cases
 
@@ -60,15 +60,23 @@ def test_every_owned_path_default_passes_the_rule():
     assert owned_path_errors(literal) == []
 
 
+# The public roles that create no path from a variable: Prometheus's directories are its package's.
+NO_OWNED_PATH_VARIABLES = {"fleet_prometheus"}
+
+
+def public_roles():
+    import os  # pylint: disable=import-outside-toplevel
+
+    from ansible_collections.gpuhost.inference.tests.unit.paths import ROOT  # pylint: disable=import-outside-toplevel
+    return [r for r in os.listdir(os.path.join(ROOT, "roles")) if not r.startswith("_")]
+
+
 def test_every_role_declares_its_owned_paths():
-    """Every public role that creates a directory from a variable marks at least one option `type: path`; the role
-    whose paths are all another role's (none) is named here on purpose."""
-    roles = {name.split("_")[0] for name in marked_options("owned_path")}
-    owners = {role for role in ("nvidia_power", "vllm_install", "vllm_service", "vllm_verify", "vllm_router",
-                                "front_door", "node_metrics")
-              if any(name.startswith(role + "_") for name in marked_options("owned_path"))}
-    assert roles and owners == {"nvidia_power", "vllm_install", "vllm_service", "vllm_verify", "vllm_router",
-                                "front_door", "node_metrics"}
+    """Every public role that creates a directory or file from a variable marks it `type: path`; the roles that create
+    none are named on purpose (NO_OWNED_PATH_VARIABLES)."""
+    roles = public_roles()
+    owners = {owner_role(name, roles) for name in marked_options("owned_path")}
+    assert set(roles) - owners == NO_OWNED_PATH_VARIABLES
 
 
 def test_the_roles_preflights_apply_the_same_rule():
@@ -111,8 +119,7 @@ def test_every_owned_path_goes_through_the_rule_in_its_roles_preflight():
 
     missing = []
     for name in sorted(marked_options("owned_path")):
-        role = next(r for r in ("nvidia_power", "vllm_install", "vllm_service", "vllm_verify", "vllm_router",
-                                "front_door", "node_metrics", "fleet_prometheus") if name.startswith(r + "_"))
+        role = owner_role(name, public_roles())
         text = "".join(open(p, encoding="utf-8").read()
                        for p in glob.glob(os.path.join(ROOT, "roles", role, "tasks", "preflight*.yml")))
         if role == "vllm_verify":
