@@ -84,8 +84,9 @@ def fleet_prometheus_targets(groups, hostvars, monitoring_host, gpu_group="gpu_s
             get = host_var_getter(hostvars, name)
             host = get(host_var, defaults.get(host_var, "127.0.0.1"))
             port = get(port_var, defaults.get(port_var))
-            if _inv.port_error(port_var, port):
-                errors.append("%s %s: %s" % (job, name, _inv.port_error(port_var, get(port_var, None))))
+            error = _inv.port_error(port_var, port)
+            if error:
+                errors.append("%s %s: %s" % (job, name, error))
                 continue
             port = int(port)
             address = _address(name, host, monitoring_host, get("ansible_host", name))
@@ -125,8 +126,7 @@ def fleet_prometheus_bind_errors(values):
                           "with authentication, or set fleet_prometheus_allow_remote: true to mean it" % (var, _show(host)))
     for var in ("fleet_prometheus_port", "fleet_prometheus_alertmanager_port"):
         if var in values:
-            if _inv.port_error(var, values[var]):
-                errors.append(_inv.port_error(var, values[var]))
+            errors.extend(error for error in [_inv.port_error(var, values[var])] if error)
     return errors
 
 

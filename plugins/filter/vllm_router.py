@@ -117,8 +117,9 @@ def _url_errors(name, urls):
                           "port, no trailing slash, no spaces), got %s" % (name, index, _show(url)))
             continue
         port = re.search(r":([0-9]+)(/|$)", url.split("://", 1)[1])
-        if port and _inv.port_error("the port of %s" % url, port.group(1)):
-            errors.append("%s[%d]: %s" % (name, index, _inv.port_error("the port of %s" % url, port.group(1))))
+        error = _inv.port_error("the port of %s" % url, port.group(1)) if port else None
+        if error:
+            errors.append("%s[%d]: %s" % (name, index, error))
     duplicates = sorted({u for u in urls if isinstance(u, str) and urls.count(u) > 1})
     if duplicates:
         errors.append("%s lists %s more than once: each worker once" % (name, ", ".join(duplicates)))
@@ -266,8 +267,9 @@ def _workers(names, hostvars, router_host, explicit_urls, group, default_host, d
     urls, errors, keys, key_files, no_key = [], [], [], [], []
     for name in names:
         w = _worker(hostvars, name, default_host, default_port)
-        if _inv.port_error("vllm_service_port", w["port"]):
-            errors.append("worker %s: %s" % (name, _inv.port_error("vllm_service_port", w["port"])))
+        error = _inv.port_error("vllm_service_port", w["port"])
+        if error:
+            errors.append("worker %s: %s" % (name, error))
             continue
         port = int(w["port"])
         host = _text(w["host"])

@@ -21,7 +21,6 @@ from ansible_collections.gpuhost.inference.plugins.module_utils.gpuhost_values i
 )
 
 _SPACE = re.compile(r"\s")
-# What would end a line of the profile file, the env file or the unit early.
 # Below it a port needs CAP_NET_BIND_SERVICE, which the unit never grants (empty AmbientCapabilities=).
 _PRIVILEGED_PORTS = 1024
 
@@ -85,8 +84,7 @@ def vllm_service_var_errors(values):
     if not str(host).strip() or _SPACE.search(str(host)):
         errors.append("vllm_service_host must be an address or host name, got " + _show(host))
     port = v["vllm_service_port"]
-    if _inv.port_error("vllm_service_port", port):
-        errors.append(_inv.port_error("vllm_service_port", port))
+    errors.extend(error for error in [_inv.port_error("vllm_service_port", port)] if error)
     user = v.get("vllm_service_user")
     if user == "root":
         errors.append("vllm_service_user must not be root (vLLM runs a web server and loads model code: it runs as the "
