@@ -135,6 +135,12 @@ CASES = [
     # the right type, a character that would break the env file or the header: the one secret rule names the variable
     ("secret_api_key_with_a_space", {"vllm_service_api_key": "4306a1b2c3d4 e5f6a7b8c9d0e1f2-key"},
      ["the API key (vllm_service_api_key) must be printable ASCII without spaces, quotes or backslashes"]),
+    # vLLM takes a '$'; the front door on the same host cannot send it (an nginx variable): refused before vLLM gets it
+    ("secret_api_key_with_a_dollar_behind_the_door",
+     {"front_door_enabled": True, "front_door_api_keys": {"alice": "door-key-e-0123456789abcdef0123456789abcdef"},
+      "vllm_service_api_key": "4306a1b2c3d4$e5f6a7b8c9d0e1f2-door"},
+     ["the API key (vllm_service_api_key) (the front door on this host sends it in a quoted nginx string) must be "
+      "printable ASCII without spaces, quotes, backslashes or '$'"]),
     # 42.4 a dict given as a string (what `-e name={...}` gives) is refused like any bad type, before any task.
     ("coerce_settings_as_a_string", {"vllm_service_settings": '{"max_num_seqs": 4}'},
      ["vllm_service_settings must be a dict", "-e vllm_service_settings=... gives a string"]),
@@ -180,7 +186,8 @@ CASES = [
       "nothing was changed on the host"]),
 ]
 # Secret values of the cases above: none may appear anywhere in the run's output.
-SECRET_VALUES = ["4306a1b2c3d4e5f6a7b8c9d0e1f2-vllm", "hf_4306a1b2c3d4e5f6a7b8c9d0e1f2", "4306a1b2c3d4 e5f6a7b8c9d0e1f2-key"]
+SECRET_VALUES = ["4306a1b2c3d4e5f6a7b8c9d0e1f2-vllm", "hf_4306a1b2c3d4e5f6a7b8c9d0e1f2", "4306a1b2c3d4 e5f6a7b8c9d0e1f2-key",
+                 "4306a1b2c3d4$e5f6a7b8c9d0e1f2-door"]
 # What site.yml's play 1 gathers (its gather_subset), once for all the cases (gathered_once).
 with open(f"{REPO}/playbooks/site.yml", encoding="utf-8") as _fh:
     GATHER_SUBSET = yaml.safe_load(_fh)[0]["gather_subset"]
