@@ -24,10 +24,6 @@ from ansible_collections.gpuhost.inference.plugins.module_utils.gpuhost_values i
     variables as _variables,
 )
 
-# The one form of a path the roles write into a unit, a shell word or a config (module_utils/gpuhost_invariants.py).
-PATH_RE = _inv.PATH_RE
-PATH_FORM = _inv.PATH_FORM
-
 # As useradd/groupadd take them (NAME_REGEX of adduser.conf, shadow's default).
 USER_RE = re.compile(r"^[a-z_][a-z0-9_-]*\$?$")
 USER_MAX = 32
@@ -47,8 +43,8 @@ SECRET_NAME_RE = re.compile(r"(api_key|token|password|secret)", re.I)
 def _path_errors(name, value):
     """The one path rule (module_utils/gpuhost_invariants.py): its form; for a path the role owns (typed `path` in its
     argument spec), never a system directory or file, nor an ancestor of one."""
-    if not PATH_RE.fullmatch(value) or ".." in value.split("/"):
-        return ["%s must be %s, got %s" % (name, PATH_FORM, _show(value))]
+    if not _inv.is_plain_path(value):
+        return ["%s must be %s, got %s" % (name, _inv.PATH_FORM, _show(value))]
     if name in _marked_options("owned_path"):
         return _inv.owned_path_errors({name: value})
     return []
@@ -224,7 +220,7 @@ def owned_paths(values):
     """The host's owned paths to look up on the target: the plain, non-empty ones, normalised, unique and sorted."""
     owned, _marked = _owned(values)
     return sorted({_inv.normal_path(v) for v in owned.values()
-                   if isinstance(v, str) and _inv.PATH_RE.fullmatch(v) and ".." not in v.split("/")})
+                   if _inv.is_plain_path(v)})
 
 
 def listener_errors(values, roles, live=None):

@@ -225,8 +225,7 @@ def vllm_router_var_errors(values):
         value = v.get(name, "")
         if name not in v or value == "":
             continue
-        if name == "vllm_router_wheelhouse" and not (isinstance(value, str) and _inv.PATH_RE.fullmatch(value)
-                                                     and ".." not in value.split("/") and len(value) > 1):
+        if name == "vllm_router_wheelhouse" and not (_inv.is_plain_path(value) and len(value) > 1):
             errors.append("vllm_router_wheelhouse must be '' (use the package index) or %s ON THE TARGET, got %s"
                           % (_inv.PATH_FORM, _show(value)))
         if name == "vllm_router_index_url" and not (isinstance(value, str) and re.match(r"^(https?|file)://\S+$", value)):

@@ -89,6 +89,11 @@ WHY_SYSTEM = ("the system's own directories (FHS 3.0, systemd's file-hierarchy(7
               "create, chown, chmod or remove it")
 
 
+def is_plain_path(value):
+    """True for a path of the one form: PATH_RE and no `..` component."""
+    return isinstance(value, str) and bool(PATH_RE.fullmatch(value)) and ".." not in value.split("/")
+
+
 def normal_path(path):
     """The path with repeated and trailing slashes dropped ('/etc//' -> '/etc')."""
     return re.sub("/+", "/", path).rstrip("/") or "/"
@@ -123,7 +128,7 @@ def owned_path_errors(values, allow_empty=()):
             if name not in allow_empty:
                 errors.append("%s must be set (it is empty)" % name)
             continue
-        if (not PATH_RE.fullmatch(value) or ".." in value.split("/")) and value.strip("/"):
+        if not is_plain_path(value) and value.strip("/"):
             errors.append("%s must be %s, got %s" % (name, PATH_FORM, show(value)))
             continue
         reason = system_path_reason(normal_path(value))

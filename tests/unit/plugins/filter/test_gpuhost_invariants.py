@@ -174,3 +174,10 @@ def test_line_end(text, expected):
 def test_unit_name(name, types, template, expected):
     """The one unit-name rule (unit_value_errors, vllm_verify's unit and the listener table call it)."""
     assert inv.is_unit(name, types, template) is expected
+
+
+@pytest.mark.parametrize("value,expected", [("/opt/vllm", True), ("/", False), ("/opt/../etc", False), ("/opt/a b", False),
+                                            ("opt/vllm", False), ("/opt/%i", False), (None, False), ("/opt/..x", True)])
+def test_plain_path(value, expected):
+    """The one path form (owned paths, unit_value_errors('path'), the router's wheelhouse)."""
+    assert inv.is_plain_path(value) is expected
