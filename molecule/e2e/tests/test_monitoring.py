@@ -170,11 +170,17 @@ def test_every_dashboard_query_returns_data(host):
             continue  # no data is the right answer here (asked anyway above: not an error)
         checked += 1
         if not results[_concrete(expr, box)]:
-            empty.append("%s / %s: %s" % (board, panel["title"], expr))
+            empty.append((board, panel["title"], expr))
+    # A scrape or an evaluation late on the loaded machine: the empty ones asked again, for up to 30 s.
+    deadline = time.monotonic() + 30
+    while empty and time.monotonic() < deadline:
+        time.sleep(5)
+        again = _queries(host, sorted({_concrete(expr, box) for _b, _t, expr in empty}))
+        empty = [e for e in empty if not again[_concrete(e[2], box)] or isinstance(again[_concrete(e[2], box)], dict)]
     print("\n%d completions sent; %d panel queries return data (speculative profile: %s, routers: %s)"
           % (sent, checked - len(empty), spec, routers))
     assert sent > 0 and checked > 20
-    assert empty == [], "panel queries without data:\n" + "\n".join(empty)
+    assert empty == [], "panel queries without data:\n" + "\n".join("%s / %s: %s" % e for e in empty)
 
 
 def test_the_alert_recorder_runs(host):
