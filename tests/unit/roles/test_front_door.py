@@ -482,3 +482,55 @@ def test_matrix_door_case_refused_by_the_preflight(tmp_path, name):
     assert result.returncode != 0, result.stdout[-2000:]
     missing = [s for s in expected if s not in result.stdout]
     assert not missing, "matrix case %s looks for %r:\n%s" % (name, missing, result.stdout[-3000:])
+
+
+# tasks/unmanaged.yml: a door an earlier run installed, in a run that does not manage it (front_door_enabled false).
+# Local files stand for the host's (root here: no privilege change); the play ends before the reload it notifies.
+UNMANAGED_TASKS = [{"name": "Unmanaged", "ansible.builtin.include_role": {"name": "gpuhost.inference.front_door",
+                                                                          "tasks_from": "unmanaged.yml"}},
+                   {"name": "No handlers", "ansible.builtin.meta": "end_play"}]
+
+
+def _unmanaged(tmp_path, server_key, door_key=None):
+    """The door's config dir (with its upstream header when door_key is not None) and vLLM's secrets file."""
+    (tmp_path / "door").mkdir(exist_ok=True)
+    (tmp_path / "vllm").mkdir(exist_ok=True)
+    (tmp_path / "vllm" / "secrets.env").write_text("VLLM_API_KEY=%s\n" % server_key, encoding="utf-8")
+    conf = tmp_path / "door" / "upstream-auth.conf"
+    if door_key is not None:
+        conf.write_text('proxy_set_header Authorization "Bearer %s";\n' % door_key, encoding="utf-8")
+    extra = {"front_door_config_dir": str(tmp_path / "door"), "vllm_service_config_dir": str(tmp_path / "vllm"),
+             "ansible_become": False}
+    return conf, extra
+
+
+def test_an_unmanaged_door_follows_the_servers_key(tmp_path):
+    old, new = "old-server-key-0123456789abcdef0123", "new-server-key-0123456789abcdef0123"
+    conf, extra = _unmanaged(tmp_path, new, door_key=old)
+    first = run_playbook(tmp_path, UNMANAGED_TASKS, extra)
+    out = first.stdout + first.stderr
+    assert first.returncode == 0, out
+    assert 'proxy_set_header Authorization "Bearer %s";' % new in conf.read_text(encoding="utf-8")
+    assert "not managed in this run" in out and "changed with the one in %s/secrets.env" % (tmp_path / "vllm") in out, out
+    again = run_playbook(tmp_path, UNMANAGED_TASKS, extra)
+    out = again.stdout + again.stderr
+    assert again.returncode == 0 and "changed=0" in out and "the key it sends to vLLM is the one in" in out, out
+    assert old not in out + first.stdout and new not in out + first.stdout
+
+
+def test_no_door_on_the_host_nothing_is_written(tmp_path):
+    conf, extra = _unmanaged(tmp_path, "server-key-0123456789abcdef0123456789")
+    result = run_playbook(tmp_path, UNMANAGED_TASKS, extra)
+    assert result.returncode == 0 and "changed=0" in result.stdout, result.stdout + result.stderr
+    assert not conf.exists() and "not managed in this run" not in result.stdout
+
+
+def test_an_unmanaged_door_refuses_a_key_nginx_cannot_send_and_keeps_its_file(tmp_path):
+    old = "old-server-key-0123456789abcdef0123"
+    conf, extra = _unmanaged(tmp_path, "new$server-key-0123456789abcdef0123", door_key=old)
+    before = conf.read_text(encoding="utf-8")
+    result = run_playbook(tmp_path, UNMANAGED_TASKS, extra)
+    out = result.stdout + result.stderr
+    assert result.returncode != 0 and "VLLM_API_KEY in %s/secrets.env" % (tmp_path / "vllm") in out, out
+    assert "'$'" in out and "The door's files were not changed" in out, out
+    assert conf.read_text(encoding="utf-8") == before and "new$server" not in out
