@@ -125,8 +125,9 @@ def fleet_prometheus_bind_errors(values):
                           "authentication. Bind a loopback address (127.0.0.1, ::1) and reach it through ssh or a proxy "
                           "with authentication, or set fleet_prometheus_allow_remote: true to mean it" % (var, _show(host)))
     for var in ("fleet_prometheus_port", "fleet_prometheus_alertmanager_port"):
-        if var in values:
-            errors.extend(error for error in [_inv.port_error(var, values[var])] if error)
+        error = _inv.port_error(var, values[var]) if var in values else None
+        if error:
+            errors.append(error)
     return errors
 
 

@@ -84,7 +84,9 @@ def vllm_service_var_errors(values):
     if not str(host).strip() or _SPACE.search(str(host)):
         errors.append("vllm_service_host must be an address or host name, got " + _show(host))
     port = v["vllm_service_port"]
-    errors.extend(error for error in [_inv.port_error("vllm_service_port", port)] if error)
+    error = _inv.port_error("vllm_service_port", port)
+    if error:
+        errors.append(error)
     user = v.get("vllm_service_user")
     if user == "root":
         errors.append("vllm_service_user must not be root (vLLM runs a web server and loads model code: it runs as the "
