@@ -5,6 +5,9 @@ Data-driven cases in tests/unit/data/gpuhost_invariants.yaml.
 """
 from __future__ import annotations
 
+import glob
+import os
+
 import pytest
 from ansible.errors import AnsibleFilterError
 
@@ -17,10 +20,11 @@ from ansible_collections.gpuhost.inference.plugins.filter.gpuhost_checks import 
     secret_value_errors,
     unit_value_errors,
 )
+from ansible_collections.gpuhost.inference.plugins.filter.vllm_verify import vllm_verify_var_errors
 from ansible_collections.gpuhost.inference.plugins.module_utils import gpuhost_invariants as inv
 from ansible_collections.gpuhost.inference.plugins.module_utils.gpuhost_values import marked_options, owner_role
 from ansible_collections.gpuhost.inference.tests.unit.asserts import assert_errors_match
-from ansible_collections.gpuhost.inference.tests.unit.paths import case_ids, load_cases
+from ansible_collections.gpuhost.inference.tests.unit.paths import ROOT, case_ids, load_cases
 
 PATHS = load_cases("gpuhost_invariants.yaml", "owned_paths")
 LISTENERS = load_cases("gpuhost_invariants.yaml", "listeners")
@@ -65,9 +69,6 @@ NO_OWNED_PATH_VARIABLES = {"fleet_prometheus"}
 
 
 def public_roles():
-    import os  # pylint: disable=import-outside-toplevel
-
-    from ansible_collections.gpuhost.inference.tests.unit.paths import ROOT  # pylint: disable=import-outside-toplevel
     return [r for r in os.listdir(os.path.join(ROOT, "roles")) if not r.startswith("_")]
 
 
@@ -111,19 +112,13 @@ def test_every_owned_path_goes_through_the_rule_in_its_roles_preflight():
     """A role run on its own (outside site.yml) applies the same rule: each owned path is handed to
     unit_value_errors('path') in the role's preflight, or (vllm_verify) to its variables' filter, which takes the
     role's owned paths from the spec."""
-    import glob  # pylint: disable=import-outside-toplevel
-    import os  # pylint: disable=import-outside-toplevel
-
-    from ansible_collections.gpuhost.inference.plugins.filter.vllm_verify import vllm_verify_var_errors
-    from ansible_collections.gpuhost.inference.tests.unit.paths import ROOT, load_cases as load
-
     missing = []
     for name in sorted(marked_options("owned_path")):
         role = owner_role(name, public_roles())
         text = "".join(open(p, encoding="utf-8").read()
                        for p in glob.glob(os.path.join(ROOT, "roles", role, "tasks", "preflight*.yml")))
         if role == "vllm_verify":
-            base = load("vllm_verify_cases.yaml", "var_errors_base")
+            base = load_cases("vllm_verify_cases.yaml", "var_errors_base")
             if not any("%s=/etc" % name in e for e in vllm_verify_var_errors(dict(base, **{name: "/etc"}))):
                 missing.append(name)
         elif "'%s':" % name not in text:
