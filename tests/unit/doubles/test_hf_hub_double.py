@@ -169,7 +169,7 @@ def test_the_command_line_writes_its_port_and_logs_requests(model, tmp_path):
                              "--port-file", str(port_file), "--log", str(log)],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
-        deadline = time.monotonic() + 20
+        deadline = time.monotonic() + 120
         while not port_file.exists() and time.monotonic() < deadline:
             time.sleep(0.05)
         port = int(port_file.read_text())
@@ -178,7 +178,7 @@ def test_the_command_line_writes_its_port_and_logs_requests(model, tmp_path):
         assert conn.getresponse().status == 200
         conn.close()
         # the double records a request after it has sent the reply: wait for the line, not a fixed time
-        deadline = time.monotonic() + 10
+        deadline = time.monotonic() + 60
         while not (log.exists() and log.read_text().endswith("\n")) and time.monotonic() < deadline:
             time.sleep(0.05)
     finally:
