@@ -1,8 +1,9 @@
 """The bad-input matrix: each case fails in the site playbook's preflight with a message naming
 the variable and the allowed values, and afterwards nothing on the host has changed.
 
-All cases run in ONE ansible-playbook run: each case is an inventory host of its own that
-points at the same lab box (lab-faults), with the bad value in its host vars.
+All cases run in ONE ansible-playbook run: each inventory host points at the same lab box (lab-faults),
+with the bad values of its cases in its host vars: a case of its own, or the cases that the same assert of play 1
+refuses (SHARED_HOSTS), each case's strings looked for in its host's message.
 """
 from __future__ import annotations
 
@@ -150,12 +151,12 @@ CASES = [
     ("door_revocation_of_no_client", {"front_door_enabled": True, "front_door_api_keys": {"alice": "door-key-a-0123456789abcdef0123456789abcdef"},
                                       "front_door_revoked_clients": ["mallory"]},
      ['front_door_revoked_clients: "mallory" is not a client (the clients are alice)']),
-    ("door_env_name_with_spaces", {"front_door_enabled": True, "front_door_api_keys": {"alice": "door-key-b-0123456789abcdef0123456789abcdef"},
+    ("door_env_name_with_spaces", {"front_door_enabled": True, "front_door_api_keys": {"alice": "door-key-a-0123456789abcdef0123456789abcdef"},
                                    "front_door_agent_api_key_env": "VLLM API KEY"},
      ["front_door_agent_api_key_env must be an environment variable name", '"VLLM API KEY"']),
-    ("door_lab_cert_days_zero", {"front_door_enabled": True, "front_door_api_keys": {"alice": "door-key-c-0123456789abcdef0123456789abcdef"},
+    ("door_lab_cert_days_zero", {"front_door_enabled": True, "front_door_api_keys": {"alice": "door-key-a-0123456789abcdef0123456789abcdef"},
                                  "front_door_lab_cert_days": 0}, ["front_door_lab_cert_days must be 1-825"]),
-    ("door_tls_files_without_pem", {"front_door_enabled": True, "front_door_api_keys": {"alice": "door-key-d-0123456789abcdef0123456789abcdef"},
+    ("door_tls_files_without_pem", {"front_door_enabled": True, "front_door_api_keys": {"alice": "door-key-a-0123456789abcdef0123456789abcdef"},
                                     "front_door_tls_cert_file": "/etc/hostname", "front_door_tls_key_file": "/etc/hostname"},
      ["front_door_tls_cert_file=/etc/hostname is not a PEM certificate", "is not a PEM private key"]),
     # 42.6 no bypass: listen addresses only through the host variables; node exporter beyond loopback needs its opt-in.
@@ -188,6 +189,48 @@ CASES = [
 # Secret values of the cases above: none may appear anywhere in the run's output.
 SECRET_VALUES = ["4306a1b2c3d4e5f6a7b8c9d0e1f2-vllm", "hf_4306a1b2c3d4e5f6a7b8c9d0e1f2", "4306a1b2c3d4 e5f6a7b8c9d0e1f2-key",
                  "4306a1b2c3d4$e5f6a7b8c9d0e1f2-door"]
+# Cases refused by the same assert of play 1 share an inventory host (CI time: a host costs its whole play 1 up to
+# that assert, ~2.7 CPU-s for one that reaches vllm_service): that assert names every problem it finds, so each case's
+# strings are looked for in its host's message, as when it had a host of its own, and a case whose check were gone
+# would miss its strings there. The cases of one host set different variables (a variable two of them set has the same
+# value: test_shared_hosts_set_each_variable_once); a case in no group has a host of its own, and so have those whose
+# refusal is about another value's absence (bind_without_front_door: no door) or about three listeners on one port.
+SHARED_HOSTS = [
+    # the host invariants (owned paths, the paths' characters, the listeners)
+    ("owned_door_config_dir_etc", "owned_power_state_dir_var_lib", "owned_install_base_dir_usr",
+     "owned_service_env_file_passwd", "owned_service_config_dir_of_a_package", "owned_verify_state_dir_root",
+     "owned_metrics_textfile_dir_var_log", "path_percent_specifier", "path_quote", "download_dir_space",
+     "listen_vllm_on_node_exporters_port"),
+    # the typing against the argument specs
+    ("bad_installer", "coerce_gpu_limits_as_a_string", "coerce_settings_as_a_string", "limit_not_a_number",
+     "persistence_bad", "secret_api_key_as_a_mapping", "secret_hf_token_as_a_list", "type_not_an_int",
+     "unsupported_variant"),
+    # nvidia_power: the values written into its unit; the GPUs and their limits
+    ("before_unit_bad", "nvidia_smi_path_bad", "power_unit_name_bad"),
+    ("gpu_index_absent", "limit_above_max"),
+    ("gpu_limit_above_max", "limit_below_min"),
+    # vllm_service: its variables; its profiles against vLLM's flags
+    ("api_key_file_missing", "model_line_break", "port_out_of_range", "service_user_root", "unit_extra_setting_cr",
+     "unit_name_bad", "watchdog_tool_canary_failures_zero", "bypass_vllm_host_setting", "profile_setting_cr"),
+    ("empty_model", "open_api_no_key", "port_privileged", "unit_template", "user_name_bad"),
+    ("description_line_separator", "gpu_mem_util_1_5", "secret_in_environment", "tp_larger_than_gpus"),
+    ("secret_in_profile_settings", "max_num_seqs_zero"),
+    # vllm_verify, node_metrics, the front door, fleet_prometheus
+    ("verify_base_url_ipv6_unbracketed", "verify_concurrency_zero", "verify_unit_name_lf"),
+    ("bypass_node_exporter_beyond_loopback", "metrics_interval_too_short", "bypass_node_exporter_listen_arg"),
+    ("door_revocation_of_no_client", "door_env_name_with_spaces", "door_lab_cert_days_zero", "door_tls_files_without_pem"),
+    ("prometheus_extra_scrape_interval_bad", "alertmanager_group_wait_bad"),
+]
+
+
+def case_hosts() -> dict:
+    """{inventory host: the names of its cases}: one host per group of SHARED_HOSTS, one for each other case."""
+    grouped = {name for group in SHARED_HOSTS for name in group}
+    hosts = {f"bad_{group[0]}_and_{len(group) - 1}_more": list(group) for group in SHARED_HOSTS}
+    hosts.update({f"bad_{name}": [name] for name, _bad, _expected in CASES if name not in grouped})
+    return hosts
+
+
 # What site.yml's play 1 gathers (its gather_subset), once for all the cases (gathered_once).
 with open(f"{REPO}/playbooks/site.yml", encoding="utf-8") as _fh:
     GATHER_SUBSET = yaml.safe_load(_fh)[0]["gather_subset"]
@@ -278,28 +321,38 @@ def gathered_once(inventory: dict, cache_dir) -> dict:
     return env
 
 
-@pytest.fixture(scope="module")
-def matrix(host, mocked_cards, foreign_listener, tmp_path_factory):  # pylint: disable=unused-argument,redefined-outer-name
+def matrix_inventory() -> dict:
+    """The matrix's inventory: each host of case_hosts() on the faults box, with its cases' bad values over the
+    scenario's variables (group vars, then the box's host vars)."""
     with open(f"{REPO}/molecule/default/inventory/group_vars/gpu_servers.yml", encoding="utf-8") as fh:
         fleet = yaml.safe_load(fh)
     with open(f"{REPO}/molecule/default/inventory/host_vars/{BOX}.yml", encoding="utf-8") as fh:
         box_vars = yaml.safe_load(fh)
+    bad_of = {name: bad for name, bad, _expected in CASES}
     hosts = {}
-    for name, bad, _expected in CASES:
-        hosts[f"bad_{name}"] = {
-            "ansible_connection": "lab_podman",
-            "ansible_host": BOX,
-            "ansible_python_interpreter": "/usr/bin/python3",
-            **bad,
-        }
+    for host_name, names in case_hosts().items():
+        hosts[host_name] = {"ansible_connection": "lab_podman", "ansible_host": BOX,
+                            "ansible_python_interpreter": "/usr/bin/python3"}
+        for name in names:
+            hosts[host_name].update(bad_of[name])
     inventory = {"gpu_servers": {"hosts": hosts, "vars": {**fleet, **box_vars}}}
     # A case of a role another group runs (the role list: fleet_prometheus on `monitoring`) is a host of that group too.
     with open(f"{REPO}/playbooks/vars/roles.yml", encoding="utf-8") as fh:
         role_groups = {r["role"]: r["group"] for r in yaml.safe_load(fh)["gpuhost_roles"]}
-    for name, bad, _expected in CASES:
+    for host_name, names in case_hosts().items():
         for role, group in role_groups.items():
-            if group not in ("gpu_servers", "all") and any(var.startswith(role + "_") for var in bad):
-                inventory.setdefault(group, {"hosts": {}})["hosts"][f"bad_{name}"] = {}
+            if group not in ("gpu_servers", "all") and any(var.startswith(role + "_") for n in names for var in bad_of[n]):
+                inventory.setdefault(group, {"hosts": {}})["hosts"][host_name] = {}
+    return inventory
+
+
+# The inventory host of each case.
+HOST_OF = {name: host_name for host_name, names in case_hosts().items() for name in names}
+
+
+@pytest.fixture(scope="module")
+def matrix(host, mocked_cards, foreign_listener, tmp_path_factory):  # pylint: disable=unused-argument,redefined-outer-name
+    inventory = matrix_inventory()
     inv = tmp_path_factory.mktemp("badinputs") / "hosts.yml"
     inv.write_text(yaml.safe_dump(inventory))
     facts = gathered_once(inventory, tmp_path_factory.mktemp("facts"))
@@ -307,17 +360,30 @@ def matrix(host, mocked_cards, foreign_listener, tmp_path_factory):  # pylint: d
     proc = run_playbook(str(inv), "--forks", "5", env=facts)
     after = host_snapshot(host)
     failures = parse_failures(proc.stdout)
-    refused = sum(1 for name, _bad, _expected in CASES if f"bad_{name}" in failures)
-    print(f"\nbad-input matrix: {refused}/{len(CASES)} cases refused in preflight; host unchanged: {before == after}")
+    refused = sum(1 for name, _bad, _expected in CASES if HOST_OF[name] in failures)
+    print(f"\nbad-input matrix: {refused}/{len(CASES)} cases refused in preflight on {len(case_hosts())} inventory hosts; "
+          f"host unchanged: {before == after}")
     return {"proc": proc, "failures": failures, "before": before, "after": after}
+
+
+def test_shared_hosts_set_each_variable_once():
+    """A host's cases set different variables, or the same value (the door's client key); each case is on one host."""
+    bad_of = {name: bad for name, bad, _expected in CASES}
+    names = [name for group in SHARED_HOSTS for name in group]
+    assert sorted(set(names)) == sorted(names) and set(names) <= set(bad_of), names
+    for group in SHARED_HOSTS:
+        seen: dict = {}
+        for name in group:
+            for var, value in bad_of[name].items():
+                assert seen.setdefault(var, (name, value))[1] == value, (var, seen[var][0], name)
 
 
 @pytest.mark.parametrize("name,bad,expected", CASES, ids=[c[0] for c in CASES])
 def test_bad_input_refused_in_preflight(matrix, name, bad, expected):
-    msg = matrix["failures"].get(f"bad_{name}")
-    assert msg is not None, f"case {name} ({bad}) was not refused:\n{matrix['proc'].stdout[-3000:]}"
+    msg = matrix["failures"].get(HOST_OF[name])
+    assert msg is not None, f"case {name} ({bad}, host {HOST_OF[name]}) was not refused:\n{matrix['proc'].stdout[-3000:]}"
     missing = [s for s in expected if s not in msg]
-    assert not missing, f"case {name}: message lacks {missing}:\n{msg}"
+    assert not missing, f"case {name} (host {HOST_OF[name]}): message lacks {missing}:\n{msg}"
 
 
 def test_no_secret_in_the_output(matrix):
