@@ -231,6 +231,12 @@ def case_hosts() -> dict:
     return hosts
 
 
+# The inventory hosts, each case's bad values and each case's host.
+CASE_HOSTS = case_hosts()
+BAD_OF = {name: bad for name, bad, _expected in CASES}
+HOST_OF = {name: host_name for host_name, names in CASE_HOSTS.items() for name in names}
+
+
 # What site.yml's play 1 gathers (its gather_subset), once for all the cases (gathered_once).
 with open(f"{REPO}/playbooks/site.yml", encoding="utf-8") as _fh:
     GATHER_SUBSET = yaml.safe_load(_fh)[0]["gather_subset"]
@@ -322,32 +328,27 @@ def gathered_once(inventory: dict, cache_dir) -> dict:
 
 
 def matrix_inventory() -> dict:
-    """The matrix's inventory: each host of case_hosts() on the faults box, with its cases' bad values over the
+    """The matrix's inventory: each host of CASE_HOSTS on the faults box, with its cases' bad values over the
     scenario's variables (group vars, then the box's host vars)."""
     with open(f"{REPO}/molecule/default/inventory/group_vars/gpu_servers.yml", encoding="utf-8") as fh:
         fleet = yaml.safe_load(fh)
     with open(f"{REPO}/molecule/default/inventory/host_vars/{BOX}.yml", encoding="utf-8") as fh:
         box_vars = yaml.safe_load(fh)
-    bad_of = {name: bad for name, bad, _expected in CASES}
     hosts = {}
-    for host_name, names in case_hosts().items():
+    for host_name, names in CASE_HOSTS.items():
         hosts[host_name] = {"ansible_connection": "lab_podman", "ansible_host": BOX,
                             "ansible_python_interpreter": "/usr/bin/python3"}
         for name in names:
-            hosts[host_name].update(bad_of[name])
+            hosts[host_name].update(BAD_OF[name])
     inventory = {"gpu_servers": {"hosts": hosts, "vars": {**fleet, **box_vars}}}
     # A case of a role another group runs (the role list: fleet_prometheus on `monitoring`) is a host of that group too.
     with open(f"{REPO}/playbooks/vars/roles.yml", encoding="utf-8") as fh:
         role_groups = {r["role"]: r["group"] for r in yaml.safe_load(fh)["gpuhost_roles"]}
-    for host_name, names in case_hosts().items():
+    for host_name, names in CASE_HOSTS.items():
         for role, group in role_groups.items():
-            if group not in ("gpu_servers", "all") and any(var.startswith(role + "_") for n in names for var in bad_of[n]):
+            if group not in ("gpu_servers", "all") and any(var.startswith(role + "_") for n in names for var in BAD_OF[n]):
                 inventory.setdefault(group, {"hosts": {}})["hosts"][host_name] = {}
     return inventory
-
-
-# The inventory host of each case.
-HOST_OF = {name: host_name for host_name, names in case_hosts().items() for name in names}
 
 
 @pytest.fixture(scope="module")
@@ -361,20 +362,19 @@ def matrix(host, mocked_cards, foreign_listener, tmp_path_factory):  # pylint: d
     after = host_snapshot(host)
     failures = parse_failures(proc.stdout)
     refused = sum(1 for name, _bad, _expected in CASES if HOST_OF[name] in failures)
-    print(f"\nbad-input matrix: {refused}/{len(CASES)} cases refused in preflight on {len(case_hosts())} inventory hosts; "
+    print(f"\nbad-input matrix: {refused}/{len(CASES)} cases refused in preflight on {len(CASE_HOSTS)} inventory hosts; "
           f"host unchanged: {before == after}")
     return {"proc": proc, "failures": failures, "before": before, "after": after}
 
 
 def test_shared_hosts_set_each_variable_once():
     """A host's cases set different variables, or the same value (the door's client key); each case is on one host."""
-    bad_of = {name: bad for name, bad, _expected in CASES}
     names = [name for group in SHARED_HOSTS for name in group]
-    assert sorted(set(names)) == sorted(names) and set(names) <= set(bad_of), names
+    assert sorted(set(names)) == sorted(names) and set(names) <= set(BAD_OF), names
     for group in SHARED_HOSTS:
         seen: dict = {}
         for name in group:
-            for var, value in bad_of[name].items():
+            for var, value in BAD_OF[name].items():
                 assert seen.setdefault(var, (name, value))[1] == value, (var, seen[var][0], name)
 
 
