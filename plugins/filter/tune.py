@@ -68,6 +68,10 @@ def tune_setting_errors(settings):
     for key in ("write_host_vars", "activate"):
         if not isinstance(settings.get(key), bool):
             errors.append("tune_%s must be true or false, got %s" % (key, settings.get(key)))
+    # tune_activate names `tuned` the box's profile in the host_vars the tune writes: without them it would do nothing.
+    if settings.get("activate") is True and settings.get("write_host_vars") is False:
+        errors.append("tune_activate: true needs tune_write_host_vars: true (the tuned profile becomes the box's "
+                      "profile through the host_vars the tune writes), got tune_write_host_vars false")
     return errors
 
 
