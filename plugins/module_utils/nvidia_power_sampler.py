@@ -155,6 +155,25 @@ def _gpu_key(index):
     return (0, int(index), "") if index.isdigit() else (1, 0, index)
 
 
+def _between(points, start, end):
+    """The figures of a window with no reading inside: the line between the readings around it."""
+    before = [p for p in points if p[0] < start][-1:]
+    after = [p for p in points if p[0] > end][:1]
+    duration = max(0.0, end - start)
+    if not before and not after:
+        return {"mean_w": None, "max_w": None, "min_w": None, "samples": 0, "duration_s": round(duration, 3),
+                "energy_j": None}
+    (t0, p0), (t1, p1) = (before or after)[0], (after or before)[0]
+
+    def value(t):
+        return p0 if t1 == t0 else p0 + (p1 - p0) * (t - t0) / (t1 - t0)
+    first, last = value(start), value(end)
+    energy = duration * (first + last) / 2.0
+    return {"mean_w": round((first + last) / 2.0, 3), "max_w": round(max(first, last), 3),
+            "min_w": round(min(first, last), 3), "samples": 0, "duration_s": round(duration, 3),
+            "energy_j": round(energy, 3), "between": [round(t0, 3), round(t1, 3)]}
+
+
 def summarize(samples, field=POWER_DRAW_AVERAGE, window=None):
     """Per-GPU power statistics of sampler rows (see PowerSampler), keyed by the index as a string.
 
@@ -165,8 +184,11 @@ def summarize(samples, field=POWER_DRAW_AVERAGE, window=None):
     stream end): only the samples inside it count. ``energy_j`` is the integral over the whole
     window of the line through those samples (trapezoids between them; before the first and after
     the last one their value is held to the window's edges), ``duration_s`` the window and
-    ``mean_w`` = energy_j / duration_s (the time-weighted mean). A GPU with no sample inside the
-    window gets ``samples`` 0 and null figures.
+    ``mean_w`` = energy_j / duration_s (the time-weighted mean).
+    A window shorter than the sampling interval may hold no sample: its figures are then those of
+    the line between the last reading before it and the first after it (held where only one side
+    has one), with ``samples`` 0 and ``between`` the two readings' times; a GPU with no reading at
+    all gets ``samples`` 0 and null figures.
     """
     per_gpu = {}
     for row in samples:
@@ -181,11 +203,12 @@ def summarize(samples, field=POWER_DRAW_AVERAGE, window=None):
         points = sorted(per_gpu[index])
         if window is not None:
             start, end = float(window[0]), float(window[1])
-            points = [p for p in points if start <= p[0] <= end]
+            inside = [p for p in points if start <= p[0] <= end]
+            if not inside:
+                result[index] = _between(points, start, end)
+                continue
+            points = inside
         if not points:
-            if window is not None:
-                result[index] = {"mean_w": None, "max_w": None, "min_w": None, "samples": 0,
-                                 "duration_s": round(max(0.0, end - start), 3), "energy_j": None}
             continue
         watts = [p[1] for p in points]
         energy = 0.0
@@ -211,7 +234,11 @@ def summarize(samples, field=POWER_DRAW_AVERAGE, window=None):
 
 # Fields sampled beside the power reading during a load level (LevelPower).
 EXTRA_POWER_FIELDS = ["enforced.power.limit", "clocks.sm"]
-FIRST_SAMPLE_WAIT_S = 3.0
+# A level's load starts once nvidia-smi has printed a reading (the one before the load); none within this many
+# seconds is a failure of nvidia-smi. After the load, the sampler runs until a reading later than the load's end
+# (the one after it), for at most this many seconds or three sampling intervals.
+FIRST_SAMPLE_WAIT_S = 15.0
+LAST_SAMPLE_WAIT_S = 5.0
 
 
 class LevelPower:
@@ -239,18 +266,37 @@ class LevelPower:
             self.error = exc.msg
             self.sampler = None
             return
-        # nvidia-smi takes a moment to print its first row: let the load start only then, so a
-        # short level is covered from its start (wait at most FIRST_SAMPLE_WAIT_S)
-        end = time.monotonic() + FIRST_SAMPLE_WAIT_S
-        while not self.sampler.samples and time.monotonic() < end and self.sampler.error is None:
-            proc = getattr(self.sampler, "_proc", None)
-            if proc is not None and proc.poll() is not None:
-                break
+        # nvidia-smi takes a moment to print its first row (longer on a loaded host): the load starts only then,
+        # so that a reading precedes even the shortest level.
+        if not self._wait_for_sample(0.0, FIRST_SAMPLE_WAIT_S) and self.sampler.error is None \
+                and self.sampler._proc.poll() is None:  # pylint: disable=protected-access
+            self.error = "nvidia-smi printed no %s reading within %g s of its start: %s" % (
+                self.field, FIRST_SAMPLE_WAIT_S, " ".join(self.sampler.command))
+            try:
+                self.sampler.stop()
+            except NvidiaSmiError:
+                pass
+            self.sampler = None
+
+    def _wait_for_sample(self, after, seconds):
+        """Wait until a reading taken at or after ``after`` (seconds since the epoch) is in, nvidia-smi has ended,
+        or ``seconds`` have passed -> whether such a reading is in."""
+        deadline = time.monotonic() + seconds
+        while True:
+            with self.sampler._lock:  # pylint: disable=protected-access
+                if any(row["t"] >= after for row in self.sampler.samples):
+                    return True
+            proc = self.sampler._proc  # pylint: disable=protected-access
+            if time.monotonic() >= deadline or self.sampler.error is not None or proc is None or proc.poll() is not None:
+                return False
             time.sleep(0.01)
 
     def stop(self):
         if self.sampler is None:
             return
+        if not self.rows and self.error is None:
+            # The reading after the load: the window's end lies between two readings, however short the level.
+            self._wait_for_sample(time.time(), max(LAST_SAMPLE_WAIT_S, 3 * self.interval_ms / 1000.0))
         try:
             self.rows = self.sampler.stop()
         except NvidiaSmiError as exc:
@@ -275,12 +321,17 @@ class LevelPower:
             if self.error is None:
                 self.error = "nvidia-smi gave no power samples"
             return level
-        empty = sorted(index for index, item in summary.items() if not item["samples"])
+        empty = sorted(index for index, item in summary.items() if item["mean_w"] is None)
         if empty:
             level["power"] = summary
-            level["power_note"] = "no %s sample of GPU %s inside the %.3f s load window (raise the load or lower " \
-                "sample_interval_ms)" % (self.field, ", ".join(empty), window[1] - window[0])
+            level["power_note"] = "no %s reading of GPU %s (raise the load or lower sample_interval_ms)" % (
+                self.field, ", ".join(empty))
             return level
+        between = sorted(index for index, item in summary.items() if not item["samples"])
+        if between:
+            level["power_note"] = "no %s reading of GPU %s inside the %.3f s load window: the line between the " \
+                "readings around it (raise the load or lower sample_interval_ms)" % (
+                    self.field, ", ".join(between), window[1] - window[0])
         for index, item in summary.items():
             rows = [r for r in self.rows if str(r.get("index")) == index]
             limits = [r.get("enforced.power.limit") for r in rows if isinstance(r.get("enforced.power.limit"), (int, float))]

@@ -330,6 +330,9 @@ levels:
         - Per GPU index (a string), over the load window, C(mean_w) (time-weighted), C(max_w), C(min_w),
           C(samples) (inside the window), C(duration_s) (the window), C(energy_j) (the integral over the
           window), C(enforced_limit_w) and C(sm_clock_mhz) (mean).
+        - A window shorter than O(sample_interval_ms) may hold no reading; its figures are then the line
+          between the readings just before and just after it (the load starts after a first reading and the
+          sampler runs on until one after the load), with C(samples) 0 and C(between) their times.
         - null without power sampling.
       type: dict
       sample: {"0": {"mean_w": 412.5, "max_w": 598.1, "samples": 27, "energy_j": 2301.4, "enforced_limit_w": 600.0}}
@@ -337,7 +340,9 @@ levels:
       description: Seconds from the level's first request sent to its last stream end; null without power sampling.
       type: float
     power_note:
-      description: Why there are no power figures although samples were taken (no sample inside the window); else null.
+      description:
+        - Why a GPU has no power figure (no reading at all), or that its figures come from the readings around a
+          window holding none; else null.
       type: str
     power_w:
       description: Sum over the GPUs of C(mean_w); null without power sampling.

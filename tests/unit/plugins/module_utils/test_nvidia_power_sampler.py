@@ -201,5 +201,41 @@ def test_level_power_never_raises_when_nvidia_smi_cannot_start():
     assert "power" not in level and "power_w" not in level
 
 
+def test_a_level_shorter_than_the_interval_gets_figures_from_the_readings_around_it():
+    """A 20 ms level sampled every 500 ms (the e2e's short verification levels on a loaded host): the load starts
+    after a first reading and the sampler runs on until one after it, so the window lies between two readings."""
+    with smi_mock("rtx3090x2"):
+        power = LevelPower(NvidiaSmi(SmiMock.path), 500, "power.draw")
+        power.start()
+        assert power.error is None and power.sampler.samples, power.error  # the reading before the load
+        start = time.perf_counter()
+        time.sleep(0.02)
+        end = time.perf_counter()
+        power.stop()
+    level = power.figures({"output_tokens": 10, "aggregate_tps": 500.0}, (start, end))
+    assert power.error is None, power.error
+    assert level["power_w"] > 0 and level["tps_per_w"] > 0 and level["j_per_token"] > 0, level
+    for index in ("0", "1"):
+        item = level["power"][index]
+        # Descheduled for half a second, the test may see a reading inside its window: then it counts as one.
+        assert item["samples"] >= 1 or item["between"][0] < item["between"][1], item
+        assert item["mean_w"] > 0 and item["energy_j"] > 0, item
+    if not all(item["samples"] for item in level["power"].values()):
+        assert "the line between the readings around it" in level["power_note"], level
+
+
+def test_level_power_says_when_nvidia_smi_prints_no_reading(monkeypatch):
+    monkeypatch.setattr(nvidia_power_sampler, "FIRST_SAMPLE_WAIT_S", 0.5)
+    with smi_mock("h200") as box:
+        box.set("fault=slow")
+        box.set("slow_seconds=30")
+        power = LevelPower(NvidiaSmi(SmiMock.path), 100, "power.draw")
+        power.start()
+        power.stop()
+    level = power.figures({"output_tokens": 10, "aggregate_tps": 5.0}, (0.0, 1.0))
+    assert "nvidia-smi printed no power.draw reading within 0.5 s of its start" in power.error, power.error
+    assert power.sampler is None and "power_w" not in level
+
+
 def test_module_utils_needs_only_nvidia_smi():
     assert ansible_imports(nvidia_power_sampler) == {"ansible_collections.gpuhost.inference.plugins.module_utils.nvidia_smi"}
