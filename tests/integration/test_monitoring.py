@@ -10,9 +10,13 @@ and Alertmanager (the distribution's, beside Prometheus) delivers it to a webhoo
 from __future__ import annotations
 
 import functools
+import hashlib
 import json
+import os
 import shlex
 import time
+
+import yaml
 
 from lab_checks import start_webhook_receiver, wait
 
@@ -26,6 +30,8 @@ print(urllib.request.urlopen(sys.argv[1], timeout=30).read().decode())
 """
 
 
+GRAFANA_DIR = "/etc/grafana/provisioning/gpuhost"  # fleet_prometheus_grafana_dir of lab-tp2
+DASHBOARDS = os.path.join(os.path.dirname(__file__), "..", "..", "roles", "fleet_prometheus", "files", "dashboards")
 AM = "http://127.0.0.1:9093"
 WEBHOOK_UNIT = "lab-alert-webhook"
 WEBHOOK_RECORD = "/run/lab-alert-webhook.jsonl"
@@ -183,3 +189,21 @@ def test_the_engine_error_alert_fires_and_reaches_the_webhook(host):
     assert box in alert["annotations"]["summary"] and "engine error" in note and "First: `journalctl -u vllm" in note, alert
     assert delivered("GpuPowerCapNotApplied"), [r["body"]["groupLabels"] for r in _webhook(host)]
     host.run("systemctl stop %s" % WEBHOOK_UNIT)
+
+
+def test_the_grafana_directory_holds_the_dashboards_and_their_provisioning(host):
+    """fleet_prometheus_grafana_dir: the role's own directory (root, 0755) with the role's dashboards, byte for byte, a
+    data source on this Prometheus and a dashboards provider that reads them from there."""
+    directory = host.file(GRAFANA_DIR)
+    assert directory.is_directory and directory.user == "root" and directory.mode == 0o755
+    wanted = {}
+    for name in sorted(os.listdir(DASHBOARDS)):
+        with open(os.path.join(DASHBOARDS, name), "rb") as fh:
+            wanted[name] = hashlib.sha256(fh.read()).hexdigest()
+    assert wanted
+    listed = host.check_output("cd %s/dashboards && sha256sum -- *" % GRAFANA_DIR).splitlines()
+    assert {line.split()[1]: line.split()[0] for line in listed} == wanted
+    source = yaml.safe_load(host.file(GRAFANA_DIR + "/gpuhost-datasource.yml").content_string)["datasources"][0]
+    assert source["type"] == "prometheus" and source["url"] == PROM and source["jsonData"]["timeInterval"] == "5s", source
+    provider = yaml.safe_load(host.file(GRAFANA_DIR + "/gpuhost-dashboards.yml").content_string)["providers"][0]
+    assert provider["type"] == "file" and provider["options"]["path"] == GRAFANA_DIR + "/dashboards", provider

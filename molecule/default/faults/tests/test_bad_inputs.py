@@ -119,6 +119,10 @@ CASES = [
     ("owned_verify_state_dir_root", {"vllm_verify_state_dir": "/root"}, ["vllm_verify_state_dir=/root", "system directory"]),
     ("owned_metrics_textfile_dir_var_log", {"node_metrics_textfile_dir": "/var/log"},
      ["node_metrics_textfile_dir=/var/log", "system directory"]),
+    # fleet_prometheus' Grafana directory (it wrote /etc/dashboards and /etc/gpuhost-*.yml before it was an owned path).
+    ("owned_grafana_dir_etc", {"fleet_prometheus_grafana_dir": "/etc", "fleet_prometheus_gpu_group": "scrapes_no_box",
+                               "fleet_prometheus_router_group": "scrapes_no_router"},
+     ["fleet_prometheus_grafana_dir=/etc", "system directory"]),
     # 42.2 one table of listeners: two of ours on one port, a port a foreign process holds (FOREIGN_PORT, a fixture).
     ("listen_door_on_vllms_port", {"front_door_enabled": True, "front_door_port": 8000},
      ["front_door_port=8000", "vllm_service_port=8000", "two of the collection's listeners on port 8000"]),
@@ -199,8 +203,8 @@ SHARED_HOSTS = [
     # the host invariants (owned paths, the paths' characters, the listeners)
     ("owned_door_config_dir_etc", "owned_power_state_dir_var_lib", "owned_install_base_dir_usr",
      "owned_service_env_file_passwd", "owned_service_config_dir_of_a_package", "owned_verify_state_dir_root",
-     "owned_metrics_textfile_dir_var_log", "path_percent_specifier", "path_quote", "download_dir_space",
-     "listen_vllm_on_node_exporters_port"),
+     "owned_metrics_textfile_dir_var_log", "owned_grafana_dir_etc", "path_percent_specifier", "path_quote",
+     "download_dir_space", "listen_vllm_on_node_exporters_port"),
     # the typing against the argument specs
     ("bad_installer", "coerce_gpu_limits_as_a_string", "coerce_settings_as_a_string", "limit_not_a_number",
      "persistence_bad", "secret_api_key_as_a_mapping", "secret_hf_token_as_a_list", "type_not_an_int",
