@@ -152,7 +152,6 @@ def test_every_dashboard_query_returns_data(host):
     box = _box(host)
     # 15 s of requests: three scrapes of the counters during them (the 5 s interval of lab-e2e's host_vars).
     sent = int(host.check_output("python3 -c %s 15" % shlex.quote(TRAFFIC)))
-    time.sleep(12)  # two scrapes of the requests' counters after the last one
     spec = bool(_query(host, "vllm:spec_decode_num_drafts_total"))
     routers = bool(_query(host, 'up{job="vllm_router"}'))
     # The verification panels show the last verification: without an agent level (the side effect's last one measures
@@ -172,10 +171,12 @@ def test_every_dashboard_query_returns_data(host):
         checked += 1
         if not results[_concrete(expr, box)]:
             empty.append((board, panel["title"], expr))
-    # A scrape or an evaluation late on the loaded machine: the empty ones asked again, for up to 30 s.
-    deadline = time.monotonic() + 30
+    # A panel over a rate needs two scrapes of a counter the requests created, a recording rule an evaluation after
+    # them, later still on the loaded machine: the empty ones asked again every 3 s for up to 45 s (two scrapes and an
+    # evaluation at lab-e2e's 5 s intervals, and room for a late one).
+    deadline = time.monotonic() + 45
     while empty and time.monotonic() < deadline:
-        time.sleep(5)
+        time.sleep(3)
         again = _queries(host, sorted({_concrete(expr, box) for _b, _t, expr in empty}))
         empty = [e for e in empty if not again[_concrete(e[2], box)] or isinstance(again[_concrete(e[2], box)], dict)]
     print("\n%d completions sent; %d panel queries return data (speculative profile: %s, routers: %s)"
