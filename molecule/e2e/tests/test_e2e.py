@@ -169,6 +169,8 @@ def test_sweep_table_and_plots(host):
     for (_profile, cap), row in runs.items():
         assert row["status"] == "ok" and row["enforced_w"] == [cap, cap], row
         assert all(level["aggregate_tps"] > 0 for level in row["levels"]), row
+        # Every level has its watts, however short (128 tokens a request; the mock samples every 200 ms).
+        assert all(level["tps_per_w"] and level["tps_per_w"] > 0 and level["j_per_token"] > 0 for level in row["levels"]), row
     # The inventory's cap is back after the sweep.
     limits = host.check_output("nvidia-smi --query-gpu=power.limit --format=csv,noheader,nounits").split()
     assert [float(w) for w in limits] == [250.0, 250.0], limits
