@@ -46,6 +46,19 @@ LINE_ENDS = {"\n": "LF (\\n)", "\r": "CR (\\r)", "\x00": "NUL (\\0)", "\x0b": "V
 _LINE_END_RE = re.compile("[%s]" % "".join(LINE_ENDS))
 
 
+_KINDS = ((bool, "bool"), (int, "int"), (float, "float"), (str, "str"), (Mapping, "dict"), (list, "list"),
+          (type(None), "null"))
+
+
+def type_name(value):
+    """The YAML-ish type name of a value (ansible-core 2.19 hands filters tagged subclasses of the builtins,
+    so the class name itself would say _AnsibleTaggedStr or _AnsibleLazyTemplateList)."""
+    for kind, name in _KINDS:
+        if isinstance(value, kind):
+            return name
+    return type(value).__name__
+
+
 def is_unit(name, types=UNIT_TYPES, template=True):
     """True for a unit name of the one form (UNIT_RE, at most UNIT_MAX characters) whose type is one of ``types``;
     a template (name@.type) only with ``template``."""
@@ -122,7 +135,7 @@ def owned_path_errors(values, allow_empty=()):
     for name in sorted(values, key=str):
         value = values[name]
         if not isinstance(value, str):
-            errors.append("%s must be %s, got a %s" % (name, PATH_FORM, type(value).__name__))
+            errors.append("%s must be %s, got a %s" % (name, PATH_FORM, type_name(value)))
             continue
         if value == "":
             if name not in allow_empty:
@@ -414,4 +427,4 @@ def redacted(value):
         return "a list of %d items (a secret: not shown)" % len(value)
     if value is None:
         return "null"
-    return "a %s (a secret: not shown)" % type(value).__name__
+    return "a %s (a secret: not shown)" % type_name(value)

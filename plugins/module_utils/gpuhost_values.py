@@ -21,12 +21,9 @@ from collections.abc import Mapping
 
 from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
 
-from ansible_collections.gpuhost.inference.plugins.module_utils.gpuhost_invariants import plain, redacted, show
+from ansible_collections.gpuhost.inference.plugins.module_utils.gpuhost_invariants import plain, redacted, show, type_name
 
 # bool before int: a bool is an int to isinstance.
-_KINDS = ((bool, "bool"), (int, "int"), (float, "float"), (str, "str"), (Mapping, "dict"), (list, "list"),
-          (type(None), "null"))
-
 ROLES_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "roles")
 
 # The types typed() converts to. str/path/raw values are left as given: a path is a path on the target
@@ -62,15 +59,6 @@ def secret_hint(where_it_belongs):
     return ("a secret must not be written there (profile files, .env files and unit files are world-readable, "
             "settings end up on vLLM's command line): set %s, written to the root-only secrets file "
             "(vllm_service_config_dir/secrets.env, mode 0600)" % where_it_belongs)
-
-
-def type_name(value):
-    """The YAML-ish type name of a value (ansible-core 2.19 hands filters tagged subclasses of the builtins,
-    so the class name itself would say _AnsibleTaggedStr)."""
-    for kind, name in _KINDS:
-        if isinstance(value, kind):
-            return name
-    return type(value).__name__
 
 
 def variables(values, who=None):

@@ -55,6 +55,19 @@ def test_unit_of_cgroup(case):
     assert inv.unit_of_cgroup(case["text"]) == case["expect"]
 
 
+class _AnsibleLazyTemplateList(list):
+    """What ansible-core 2.19 hands a filter for a list variable (a subclass of list)."""
+
+
+def test_a_path_of_another_type_is_named_by_its_yaml_type():
+    """Not by the class ansible-core gives it (seen on the demo box: 'got a _AnsibleLazyTemplateList'); a secret's
+    redaction names the same type."""
+    errors = owned_path_errors({"fleet_prometheus_grafana_dir": _AnsibleLazyTemplateList(["/srv/grafana"])})
+    assert errors == ["fleet_prometheus_grafana_dir must be %s, got a list" % inv.PATH_FORM]
+    assert inv.redacted(_AnsibleLazyTemplateList(["k"])) == "a list of 1 items (a secret: not shown)"
+    assert inv.type_name(_AnsibleLazyTemplateList()) == "list"
+
+
 def test_every_owned_path_default_passes_the_rule():
     """The roles' own literal defaults keep the rule (a default that broke it would refuse every host)."""
     marked = marked_options("owned_path")
