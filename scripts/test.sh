@@ -75,28 +75,9 @@ scenario_summary() {
 # Both scenarios start as soon as their inputs exist, e2e (the real vLLM, the long pole) first, and run beside
 # lint, sanity, the unit tests and the build check (which need neither); their results are waited for at the end.
 declare -A bg_pid=()
-# The boxes' CPU weight while the scenarios run. Podman (cgroupfs, cgroup v1) puts every box under one cpu cgroup,
-# libpod_parent, which the kernel weighs against each session of the host (autogroup) as ONE entity of 1024: the real
-# vLLM of e2e (engine, API server: up to two cores in a load or a start) then had about as much CPU as the default
-# scenario's and the checks' sessions together. At 4096 the boxes go first; default's boxes run test doubles (70 CPU-s
-# in a whole run), so this is e2e's vLLM. The weight it had comes back when the scenarios end (boxes_weight restore).
-BOXES_CG=/sys/fs/cgroup/cpu/libpod_parent
-BOXES_SHARES=4096
-boxes_weight() {
-  if [ "$1" = set ]; then
-    { [ -d "$BOXES_CG" ] || mkdir "$BOXES_CG" 2>/dev/null; } && [ -w "$BOXES_CG/cpu.shares" ] || return 0
-    cat "$BOXES_CG/cpu.shares" >reports/logs/boxes-cpu-shares.before
-    echo "$BOXES_SHARES" >"$BOXES_CG/cpu.shares" 2>/dev/null || return 0
-    step "the boxes' CPU weight ($BOXES_CG/cpu.shares) $(cat reports/logs/boxes-cpu-shares.before) -> $BOXES_SHARES while the scenarios run"
-  elif [ -f reports/logs/boxes-cpu-shares.before ]; then
-    cat reports/logs/boxes-cpu-shares.before >"$BOXES_CG/cpu.shares" 2>/dev/null || true
-    rm -f reports/logs/boxes-cpu-shares.before
-  fi
-}
 molecule_start() {
   local s
   : >reports/logs/molecule-results.txt
-  boxes_weight set
   for s in e2e default; do
     step "molecule $s in the background (log reports/logs/molecule-$s.log); the other stages beside it"
     scenario "$s" >/dev/null &
@@ -116,7 +97,6 @@ molecule_wait() {
     cat "reports/logs/molecule-$s.log"
     [ $r -eq 0 ] || rc=1
   done
-  boxes_weight restore
   scenario_summary
   return $rc
 }
@@ -220,7 +200,7 @@ mkdir -p reports/logs
 # own, which its terminal's signal does not reach.
 if [ -z "${GPUHOST_TEST_LANE:-}" ]; then
   : >reports/logs/sessions.pids
-  trap 'stop_sessions; boxes_weight restore; exit 130' INT TERM
+  trap 'stop_sessions; exit 130' INT TERM
 fi
 # A failed set-up stage stops the run; a failed check (lint, sanity, unit, build) does not: the
 # molecule scenarios still run, so one CI run reports every failure.
