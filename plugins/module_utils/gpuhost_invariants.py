@@ -46,6 +46,7 @@ LINE_ENDS = {"\n": "LF (\\n)", "\r": "CR (\\r)", "\x00": "NUL (\\0)", "\x0b": "V
 _LINE_END_RE = re.compile("[%s]" % "".join(LINE_ENDS))
 
 
+# bool before int: a bool is an int to isinstance.
 _KINDS = ((bool, "bool"), (int, "int"), (float, "float"), (str, "str"), (Mapping, "dict"), (list, "list"),
           (type(None), "null"))
 

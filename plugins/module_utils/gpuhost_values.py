@@ -23,7 +23,6 @@ from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
 
 from ansible_collections.gpuhost.inference.plugins.module_utils.gpuhost_invariants import plain, redacted, show, type_name
 
-# bool before int: a bool is an int to isinstance.
 ROLES_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "roles")
 
 # The types typed() converts to. str/path/raw values are left as given: a path is a path on the target
