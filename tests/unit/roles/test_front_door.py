@@ -17,7 +17,6 @@ import shutil
 import socket
 import ssl
 import subprocess
-import sys
 import threading
 import time
 
@@ -28,6 +27,7 @@ from ansible.template import Templar, trust_as_template
 
 from ansible_collections.gpuhost.inference.tests.unit.doubles.test_vllm_double import Double
 from ansible_collections.gpuhost.inference.tests.unit.paths import ROOT, case_ids, load_cases
+from ansible_collections.gpuhost.inference.tests.unit.playbook_run import run_playbook
 from ansible_collections.gpuhost.inference.tests.unit.plugins.filter.matrix import matrix_cases
 from ansible_collections.gpuhost.inference.tests.unit.ports import free_port
 from ansible_collections.gpuhost.inference.tests.unit.templating import trusted
@@ -98,25 +98,6 @@ def once_per_run(tmp_path_factory, name, make):
 @pytest.fixture(scope="module")
 def nginx_bin(tmp_path_factory):
     return once_per_run(tmp_path_factory, "front-door-nginx", _nginx_binary)
-
-
-def run_playbook(tmp_path, tasks, extra_vars, check=False):
-    """ansible-playbook on localhost with the collection found where this checkout is."""
-    play = [{"name": "front_door unit test", "hosts": "localhost", "gather_facts": False, "tasks": tasks}]
-    book = tmp_path / "play.yml"
-    book.write_text(yaml.safe_dump(play), encoding="utf-8")
-    evars = tmp_path / "vars.json"
-    evars.write_text(json.dumps(extra_vars), encoding="utf-8")
-    cfg = tmp_path / "ansible.cfg"
-    cfg.write_text("[defaults]\n", encoding="utf-8")
-    env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=os.path.dirname(os.path.dirname(os.path.dirname(ROOT))),
-               ANSIBLE_INJECT_FACT_VARS="false", ANSIBLE_NOCOLOR="1", ANSIBLE_LOCALHOST_WARNING="false",
-               ANSIBLE_INVENTORY_UNPARSED_WARNING="false", ANSIBLE_PYTHON_INTERPRETER=sys.executable,
-               ANSIBLE_CONFIG=str(cfg), ANSIBLE_LOCAL_TEMP=str(tmp_path / "tmp"),
-               ANSIBLE_REMOTE_TEMP=str(tmp_path / "tmp"), ANSIBLE_STDOUT_CALLBACK="default")
-    argv = [sys.executable, "-m", "ansible.cli.playbook", "-i", "localhost,", "-c", "local", str(book),
-            "-e", "@" + str(evars)] + (["--check"] if check else [])
-    return subprocess.run(argv, capture_output=True, text=True, env=env, timeout=300, check=False)
 
 
 # tls.yml alone; the play ends before the reload it notifies (no nginx service here).
