@@ -71,7 +71,7 @@ def fleet_prometheus_targets(groups, hostvars, monitoring_host, gpu_group="gpu_s
     """
     if not isinstance(groups, Mapping):
         raise AnsibleFilterError("fleet_prometheus_targets: groups must be a mapping (Ansible's groups), got %s"
-                                 % type(groups).__name__)
+                                 % _inv.type_name(groups))
     hostvars = hostvars if hostvars is not None else {}
     defaults = dict(defaults or {})
     jobs = {"vllm": [], "node": [], "vllm_router": []}

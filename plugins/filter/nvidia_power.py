@@ -15,6 +15,7 @@ import re
 from collections.abc import Mapping
 
 from ansible_collections.gpuhost.inference.plugins.module_utils.gpuhost_values import check as _typed
+from ansible_collections.gpuhost.inference.plugins.module_utils.gpuhost_invariants import type_name
 
 _WHOLE = re.compile(r"^[0-9]+$")
 # nvidia_power_persistence_mode -> what nvidia-smi reports for it (leave: not compared).
@@ -47,7 +48,7 @@ def _gpus(gpus):
     if gpus is None:
         return []
     if isinstance(gpus, Mapping) or isinstance(gpus, str):
-        raise TypeError("the GPUs must be a list of nvidia_gpu_info's gpus, got %s" % type(gpus).__name__)
+        raise TypeError("the GPUs must be a list of nvidia_gpu_info's gpus, got %s" % type_name(gpus))
     return list(gpus)
 
 

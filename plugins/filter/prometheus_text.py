@@ -8,6 +8,7 @@ from __future__ import annotations
 from ansible.errors import AnsibleFilterError
 
 from ansible_collections.gpuhost.inference.plugins.module_utils import prometheus_text
+from ansible_collections.gpuhost.inference.plugins.module_utils.gpuhost_invariants import type_name
 
 
 def _text(value, name):
@@ -16,7 +17,7 @@ def _text(value, name):
     if isinstance(value, bytes):
         return value.decode("utf-8", "replace")
     if not isinstance(value, str):
-        raise AnsibleFilterError("%s expects the /metrics text (a string), got %s" % (name, type(value).__name__))
+        raise AnsibleFilterError("%s expects the /metrics text (a string), got %s" % (name, type_name(value)))
     return value
 
 
@@ -32,7 +33,7 @@ def _labels(labels, filter_name):
     if labels is None:
         return {}
     if not isinstance(labels, dict):
-        raise AnsibleFilterError("%s expects labels as a dict, got %s" % (filter_name, type(labels).__name__))
+        raise AnsibleFilterError("%s expects labels as a dict, got %s" % (filter_name, type_name(labels)))
     return labels
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 from ansible.errors import AnsibleFilterError
 
 from ansible_collections.gpuhost.inference.plugins.module_utils.systemd_env import EnvFileError, parse_env_file
+from ansible_collections.gpuhost.inference.plugins.module_utils.gpuhost_invariants import type_name
 
 
 def systemd_env(text, systemd_version=None):
@@ -18,7 +19,7 @@ def systemd_env(text, systemd_version=None):
     if text is None:
         return {}
     if not isinstance(text, (str, bytes)):
-        raise AnsibleFilterError("systemd_env expects the text of an env file (a string), got %s" % type(text).__name__)
+        raise AnsibleFilterError("systemd_env expects the text of an env file (a string), got %s" % type_name(text))
     try:
         return parse_env_file(text, systemd_version)
     except (EnvFileError, TypeError) as exc:

@@ -17,6 +17,7 @@ import re
 from ansible.errors import AnsibleFilterError
 
 from ansible_collections.gpuhost.inference.plugins.module_utils.gpuhost_values import host_var_getter
+from ansible_collections.gpuhost.inference.plugins.module_utils.gpuhost_invariants import type_name
 
 # The agents a config is written for, in order.
 AGENT_CLIENTS = ("claude_code", "codex", "opencode", "openai")
@@ -201,7 +202,7 @@ def vllm_verify_agent_configs(inputs):
     sets to the key), key_configured (the server has a key), profile, clients (a subset of AGENT_CLIENTS).
     An agent that cannot use the served name gets no file (skipped, with the reason)."""
     if not isinstance(inputs, dict):
-        raise AnsibleFilterError("vllm_verify_agent_configs: its input must be a dict, got %s" % type(inputs).__name__)
+        raise AnsibleFilterError("vllm_verify_agent_configs: its input must be a dict, got %s" % type_name(inputs))
     try:
         context = int(inputs.get("max_model_len"))
     except (TypeError, ValueError):

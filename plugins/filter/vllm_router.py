@@ -314,7 +314,7 @@ def vllm_router_workers(names, hostvars, router_host, explicit_urls=None, group=
     if names is None:
         names = []
     if isinstance(names, str) or not isinstance(names, (list, tuple)):
-        raise AnsibleFilterError("vllm_router_workers: the input must be a list of host names, got %s" % type(names).__name__)
+        raise AnsibleFilterError("vllm_router_workers: the input must be a list of host names, got %s" % _inv.type_name(names))
     explicit = explicit_urls if explicit_urls is not None else []
     if isinstance(explicit, str):
         return {"urls": [], "errors": _url_errors("vllm_router_worker_urls", explicit), "api_keys": [], "api_key_files": [], "no_key": []}
@@ -335,7 +335,7 @@ def vllm_router_drain_targets(box, routers, hostvars, groups, default_router_hos
         routers = []
     if isinstance(routers, str) or not isinstance(routers, (list, tuple)):
         raise AnsibleFilterError("vllm_router_drain_targets: routers must be a list of host names, got %s"
-                                 % type(routers).__name__)
+                                 % _inv.type_name(routers))
     hostvars = hostvars if hostvars is not None else {}
     groups = groups if isinstance(groups, Mapping) else {}
     out = []
@@ -365,10 +365,10 @@ def vllm_router_api_key(workers, file_keys=None, router_key=""):
     vllm_router_api_key (or the content of vllm_router_api_key_file). The messages name hosts and variables, never a key.
     """
     if not isinstance(workers, Mapping):
-        raise AnsibleFilterError("vllm_router_api_key: the input must be vllm_router_workers' answer, got %s" % type(workers).__name__)
+        raise AnsibleFilterError("vllm_router_api_key: the input must be vllm_router_workers' answer, got %s" % _inv.type_name(workers))
     contents = file_keys if file_keys is not None else {}
     if not isinstance(contents, Mapping):
-        raise AnsibleFilterError("vllm_router_api_key: file_keys must be a mapping {path: content}, got %s" % type(contents).__name__)
+        raise AnsibleFilterError("vllm_router_api_key: file_keys must be a mapping {path: content}, got %s" % _inv.type_name(contents))
     read = [(f["host"], contents[f["path"]]) for f in workers.get("api_key_files") or [] if contents.get(f["path"]) is not None]
     found = [(k["host"], _text(k["key"])) for k in workers.get("api_keys") or []] + [(h, _text(c)) for h, c in read]
     no_key = sorted(set(workers.get("no_key") or []) | {h for h, key in found if not key})
@@ -400,7 +400,7 @@ def vllm_router_argv(settings):
     null and an empty list leave the flag out. The order of the mapping is kept.
     """
     if not isinstance(settings, Mapping):
-        raise AnsibleFilterError("vllm_router_argv: the input must be a mapping {flag: value}, got %s" % type(settings).__name__)
+        raise AnsibleFilterError("vllm_router_argv: the input must be a mapping {flag: value}, got %s" % _inv.type_name(settings))
     lines = []
     for key, value in settings.items():
         flag = "--" + str(key).lstrip("-").replace("_", "-")

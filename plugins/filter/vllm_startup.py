@@ -9,6 +9,7 @@ import re
 from ansible.errors import AnsibleFilterError
 
 from ansible_collections.gpuhost.inference.plugins.module_utils import prometheus_text
+from ansible_collections.gpuhost.inference.plugins.module_utils.gpuhost_invariants import type_name
 
 _NUM = r"(\d[\d,]*)"
 _FLOAT = r"(\d[\d,]*(?:\.\d+)?)"
@@ -96,7 +97,7 @@ def _text(value, name):
         return value.decode("utf-8", "replace")
     if not isinstance(value, str):
         raise AnsibleFilterError("%s expects the log text (a string or a list of lines), got %s" % (
-            name, type(value).__name__))
+            name, type_name(value)))
     return value
 
 

@@ -40,7 +40,7 @@ def _dict(value, name, what):
     if value is None:
         return {}
     if not isinstance(value, dict):
-        raise AnsibleFilterError("%s expects %s as a dict, got %s" % (name, what, type(value).__name__))
+        raise AnsibleFilterError("%s expects %s as a dict, got %s" % (name, what, _inv.type_name(value)))
     return value
 
 

@@ -18,6 +18,7 @@ from ansible.errors import AnsibleFilterError
 from ansible_collections.gpuhost.inference.plugins.module_utils.gpuhost_values import as_float as _num
 from ansible_collections.gpuhost.inference.plugins.module_utils.gpuhost_textfile import Family, render
 from ansible_collections.gpuhost.inference.plugins.module_utils.prometheus_text import totals
+from ansible_collections.gpuhost.inference.plugins.module_utils.gpuhost_invariants import type_name
 
 SPEC_COUNTERS = {
     "drafts": "vllm:spec_decode_num_drafts_total",
@@ -68,7 +69,7 @@ def vllm_verify_textfile(report):
     """vllm_verify's report (the JSON of tasks/report.yml) -> Prometheus text for node exporter's textfile collector."""
     if not isinstance(report, dict):
         raise AnsibleFilterError("vllm_verify_textfile: the input must be the verification report (a mapping), got %s"
-                                 % type(report).__name__)
+                                 % type_name(report))
     vllm = report.get("vllm") or {}
     startup = report.get("startup_report") or {}
     info = Family("gpuhost_verify_info", "gauge", "The last verification of this box: a constant 1 labelled by what it ran")

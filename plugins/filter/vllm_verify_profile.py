@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from ansible_collections.gpuhost.inference.plugins.module_utils.gpuhost_invariants import type_name
+
 _MISSING = object()
 # What ansible.builtin.flatten leaves out.
 _NULLS = (None, "None", "null")
@@ -33,7 +35,7 @@ def vllm_verify_served_name(settings, fallback=""):
     if settings is None:
         settings = {}
     if not isinstance(settings, Mapping):
-        raise TypeError("vllm_verify_served_name expects the profile's settings as a dict, got %s" % type(settings).__name__)
+        raise TypeError("vllm_verify_served_name expects the profile's settings as a dict, got %s" % type_name(settings))
     served = settings.get("served_model_name", settings.get("served-model-name"))
     names = [name for name in _flatten([served]) if name]
     model = settings.get("model", _MISSING)
