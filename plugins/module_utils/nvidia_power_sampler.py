@@ -138,6 +138,23 @@ class PowerSampler:
         with self._lock:
             return list(self.samples)
 
+    @property
+    def running(self):
+        """Whether nvidia-smi was started and has not ended."""
+        return self._proc is not None and self._proc.poll() is None
+
+    def wait_for_reading(self, after, seconds):
+        """Wait until a reading taken at or after ``after`` (seconds since the epoch) is in, nvidia-smi has ended,
+        or ``seconds`` have passed -> whether such a reading is in."""
+        deadline = time.monotonic() + seconds
+        while True:
+            with self._lock:
+                if any(row["t"] >= after for row in self.samples):
+                    return True
+            if time.monotonic() >= deadline or self.error is not None or not self.running:
+                return False
+            time.sleep(0.01)
+
     def __enter__(self):
         return self.start()
 
@@ -268,8 +285,8 @@ class LevelPower:
             return
         # nvidia-smi takes a moment to print its first row (longer on a loaded host): the load starts only then,
         # so that a reading precedes even the shortest level.
-        if not self._wait_for_sample(0.0, FIRST_SAMPLE_WAIT_S) and self.sampler.error is None \
-                and self.sampler._proc.poll() is None:  # pylint: disable=protected-access
+        if not self.sampler.wait_for_reading(0.0, FIRST_SAMPLE_WAIT_S) and self.sampler.error is None \
+                and self.sampler.running:
             self.error = "nvidia-smi printed no %s reading within %g s of its start: %s" % (
                 self.field, FIRST_SAMPLE_WAIT_S, " ".join(self.sampler.command))
             try:
@@ -278,25 +295,12 @@ class LevelPower:
                 pass
             self.sampler = None
 
-    def _wait_for_sample(self, after, seconds):
-        """Wait until a reading taken at or after ``after`` (seconds since the epoch) is in, nvidia-smi has ended,
-        or ``seconds`` have passed -> whether such a reading is in."""
-        deadline = time.monotonic() + seconds
-        while True:
-            with self.sampler._lock:  # pylint: disable=protected-access
-                if any(row["t"] >= after for row in self.sampler.samples):
-                    return True
-            proc = self.sampler._proc  # pylint: disable=protected-access
-            if time.monotonic() >= deadline or self.sampler.error is not None or proc is None or proc.poll() is not None:
-                return False
-            time.sleep(0.01)
-
     def stop(self):
         if self.sampler is None:
             return
         if not self.rows and self.error is None:
             # The reading after the load: the window's end lies between two readings, however short the level.
-            self._wait_for_sample(time.time(), max(LAST_SAMPLE_WAIT_S, 3 * self.interval_ms / 1000.0))
+            self.sampler.wait_for_reading(time.time(), max(LAST_SAMPLE_WAIT_S, 3 * self.interval_ms / 1000.0))
         try:
             self.rows = self.sampler.stop()
         except NvidiaSmiError as exc:

@@ -127,12 +127,22 @@ def test_sampler_against_the_mock():
         smi = NvidiaSmi(SmiMock.path)
         smi.set_power_limit(250)
         sampler = PowerSampler(smi, interval_ms=50)
+        assert not sampler.running
         sampler.start()
+        assert sampler.wait_for_reading(0.0, 30) and sampler.running
+        # A reading taken after now: the next one the mock prints (50 ms apart).
+        after = time.time()
+        assert sampler.wait_for_reading(after, 30)
+        assert any(row["t"] >= after for row in list(sampler.samples))
         deadline = time.monotonic() + 60
         while len(sampler.samples) < 8 and time.monotonic() < deadline:
             time.sleep(0.05)
         samples = sampler.stop()
-    assert sampler._proc.poll() is not None  # pylint: disable=protected-access
+    assert not sampler.running
+    # Ended: no wait for a reading that cannot come.
+    started = time.monotonic()
+    assert not sampler.wait_for_reading(time.time() + 3600, 30)
+    assert time.monotonic() - started < 5
     assert len(samples) >= 8
     summary = sampler.summary()
     assert sorted(summary) == ["0", "1"]
