@@ -14,6 +14,7 @@ from collections.abc import Mapping
 
 from ansible.errors import AnsibleFilterError
 
+from ansible_collections.gpuhost.inference.plugins.module_utils import gpuhost_invariants as _inv
 from ansible_collections.gpuhost.inference.plugins.module_utils.gpuhost_values import as_int
 
 # A name a POSIX shell takes for an environment variable (the agents' configs write ${NAME:?...}).
@@ -23,10 +24,12 @@ CERT_DAYS = (1, 825)
 
 
 def front_door_input_errors(values):
-    """Error strings for the door's revocations (each names a client), its agents' env var, its lab certificate's days.
+    """Error strings for the door's revocations (each names a client), its agents' env var, its lab certificate's days,
+    and its lab CA's directory on the controller (made mode 0700: never a system directory there; its form is
+    unit_value_errors('path')'s).
 
     values: {front_door_revoked_clients: [...], clients: [names of front_door_api_keys and the keys file],
-    front_door_agent_api_key_env: str, front_door_lab_cert_days: int}."""
+    front_door_agent_api_key_env: str, front_door_lab_cert_days: int, front_door_lab_ca_dir: str}."""
     if not isinstance(values, Mapping):
         raise AnsibleFilterError("front_door_input_errors: the input must be a mapping {variable: value}")
     errors = []
@@ -45,6 +48,12 @@ def front_door_input_errors(values):
         if isinstance(days, bool) or not CERT_DAYS[0] <= as_int(days, 0) <= CERT_DAYS[1]:
             errors.append("front_door_lab_cert_days must be %d-%d (a day at least; TLS clients refuse certificates "
                           "valid longer than 825 days), got %s" % (CERT_DAYS[0], CERT_DAYS[1], _quote(days)))
+    ca_dir = values.get("front_door_lab_ca_dir")
+    if _inv.is_plain_path(ca_dir):
+        # The one path rule's system directories (the controller's packages are not asked: no dpkg there, maybe).
+        reason = _inv.system_path_reason(_inv.normal_path(ca_dir))
+        if reason:
+            errors.append("front_door_lab_ca_dir=%s (on the controller): %s; %s" % (ca_dir, reason, _inv.WHY_SYSTEM))
     return errors
 
 

@@ -163,6 +163,10 @@ CASES = [
     ("door_tls_files_without_pem", {"front_door_enabled": True, "front_door_api_keys": {"alice": "door-key-a-0123456789abcdef0123456789abcdef"},
                                     "front_door_tls_cert_file": "/etc/hostname", "front_door_tls_key_file": "/etc/hostname"},
      ["front_door_tls_cert_file=/etc/hostname is not a PEM certificate", "is not a PEM private key"]),
+    # The lab CA's directory is made mode 0700 on the controller: /etc there would have been chmodded.
+    ("door_lab_ca_dir_etc", {"front_door_enabled": True, "front_door_api_keys": {"alice": "door-key-a-0123456789abcdef0123456789abcdef"},
+                             "front_door_lab_ca_dir": "/etc"},
+     ["front_door_lab_ca_dir=/etc (on the controller): /etc is a system directory"]),
     # 42.6 no bypass: listen addresses only through the host variables; node exporter beyond loopback needs its opt-in.
     ("bypass_node_exporter_listen_arg", {"node_metrics_extra_args": ["--web.listen-address=0.0.0.0:9100"]},
      ["node_metrics_extra_args: sets where node exporter listens", "node_metrics_host"]),
@@ -222,7 +226,8 @@ SHARED_HOSTS = [
     # vllm_verify, node_metrics, the front door, fleet_prometheus
     ("verify_base_url_ipv6_unbracketed", "verify_concurrency_zero", "verify_unit_name_lf"),
     ("bypass_node_exporter_beyond_loopback", "metrics_interval_too_short", "bypass_node_exporter_listen_arg"),
-    ("door_revocation_of_no_client", "door_env_name_with_spaces", "door_lab_cert_days_zero", "door_tls_files_without_pem"),
+    ("door_revocation_of_no_client", "door_env_name_with_spaces", "door_lab_cert_days_zero", "door_tls_files_without_pem",
+     "door_lab_ca_dir_etc"),
     ("prometheus_extra_scrape_interval_bad", "alertmanager_group_wait_bad"),
 ]
 
