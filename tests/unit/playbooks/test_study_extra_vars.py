@@ -10,7 +10,7 @@ import os
 import pytest
 import yaml
 
-from ansible_collections.gpuhost.inference.tests.unit.paths import ROOT, case_ids, load_cases
+from ansible_collections.gpuhost.inference.tests.unit.paths import ROOT, case_ids, load_cases, tasks_of
 from ansible_collections.gpuhost.inference.tests.unit.playbook_run import run_playbook
 
 CASES = load_cases("study_extra_vars_cases.yaml", "cases")
@@ -24,17 +24,11 @@ def _load(name):
         return yaml.safe_load(handle)
 
 
-def _included_role_vars(node, found):
-    """The public variables that the include_role / import_role tasks under `node` set."""
-    if isinstance(node, dict):
-        if ("ansible.builtin.include_role" in node or "ansible.builtin.import_role" in node) and node.get("vars"):
-            found.update(k for k in node["vars"] if not k.startswith("_"))
-        for value in node.values():
-            _included_role_vars(value, found)
-    elif isinstance(node, list):
-        for value in node:
-            _included_role_vars(value, found)
-    return found
+def _included_role_vars(name):
+    """The public variables that the include_role / import_role tasks of a playbook or task file set."""
+    return {var for task in tasks_of(_load(name))
+            if "ansible.builtin.include_role" in task or "ansible.builtin.import_role" in task
+            for var in task.get("vars") or {} if not var.startswith("_")}
 
 
 def _check_task():
@@ -44,9 +38,7 @@ def _check_task():
 def test_the_check_covers_every_variable_the_runs_set():
     task = _check_task()
     checked = task["vars"]["__study_run_vars"]
-    set_by_runs = set()
-    for name in STUDY_FILES:
-        _included_role_vars(_load(name), set_by_runs)
+    set_by_runs = set().union(*(_included_role_vars(name) for name in STUDY_FILES))
     assert set_by_runs and set(checked) == set_by_runs, (sorted(checked), sorted(set_by_runs))
     # Each is a task var of its own name holding the probe (what an extra var outranks).
     assert all(task["vars"][name] == "{{ __study_probe }}" for name in checked)
